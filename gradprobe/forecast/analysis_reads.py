@@ -5,7 +5,8 @@
 arms), and per arm a ScaleRL sigmoid fitted to its evals (``arms.ARM.sigmoid.AXIS``: ``R0``, the arm's mean update-0
 accuracy, ``n_points`` and ``rmse``, :func:`~gradprobe.forecast.analysis_sigmoid.fit_sigmoid`). A ``runs.csv``
 edited after the analysis no longer gives those. :func:`analysis_differences` tells how they differ, phrased for
-the user (arms, seed counts, plan sha256, each changed read with both values and runs.csv's evals read): a
+the user (arms, seed counts, plan sha256, each changed read with both values and runs.csv's evals read, or why
+runs.csv gives no read now: a read refused across a lost eval names no accuracy across it): a
 reference curve read from the study refuses it (:meth:`gradprobe.forecast.curve_sources.CurveSources.from_study`),
 and so do ``calib`` (``calib.integrity.check_analysis_matches_runs``) and ``gradprobe study --analyze-only``'s
 warning, through :func:`gradprobe.study.coverage.stale_analysis`, which calls it. It lives in the forecast layer,
@@ -271,15 +272,16 @@ def _point(x, y, u, at: float, gap: float | None, hit_tol: float | None = None) 
 
     ``x``, ``y``, ``u``: shape (evals,), the run's evals with an accuracy, sorted by update: the axis value, the
     accuracy (points) and the update. Returns ``{"value": points or None, "status", "updates": (lo, hi) or None,
-    "span": (x_lo, x_hi) or None, "accepted": [values]}``: ``accepted`` also holds the other outcome where the width
-    lies within what rounding the evals to 6 significant digits can change (:data:`RESAVE_REL`)."""
+    "span": (x_lo, x_hi) or None, "accepted": [values]}``, and between or at evals ``"promised"`` (``gap``) and
+    ``"allowed"`` (read_point's: the promised gap plus one update's cost): ``accepted`` also holds the other outcome
+    where the width lies within what rounding the evals to 6 significant digits can change (:data:`RESAVE_REL`)."""
     r = read_point(x, u, at, gap=gap, hit_tol=hit_tol)
     if r["rows"] is None:
         return {"value": None, "status": r["status"], "updates": None, "span": None, "accepted": [None]}
     lo, hi = r["rows"]
     v = float(y[lo]) if lo == hi else float((1.0 - r["w"]) * y[lo] + r["w"] * y[hi])
     out = {"value": v, "status": r["status"], "updates": (int(u[lo]), int(u[hi])), "span": (float(x[lo]), float(x[hi])),
-           "accepted": [v]}
+           "accepted": [v], "promised": gap, "allowed": r["allowed"]}
     if r["status"] == "gap_exceeded":
         out.update(value=None, accepted=[None])
     if lo != hi and r["allowed"] is not None and math.isfinite(r["allowed"]) and \
@@ -328,11 +330,25 @@ def _accepts(accepted: list, old: float) -> bool:
     return bool(vals) and min(vals) - READ_TOL <= old <= max(vals) + READ_TOL
 
 
-def _evals_read(r: dict) -> str:
-    """runs.csv's evals behind the read ``r`` (:func:`_run_read`), with their accuracies (fractions)."""
+def _evals_read(r: dict, axis: str) -> str:
+    """runs.csv's evals behind the read ``r`` (:func:`_run_read`) on ``axis``, with their accuracies (fractions); for a
+    read the promised gap refuses (:func:`_lost_eval`), why, without the accuracies of the evals it would span."""
     if r["updates"] is None:
         return f"no read: {r['status']}"
+    if r["status"] == "gap_exceeded" and r.get("allowed") is not None and math.isfinite(r["allowed"]):
+        return _lost_eval(r, axis)
     return ", ".join(f"update {u}: accuracy {r['evals'].get(u, math.nan):g}" for u in dict.fromkeys(r["updates"]))
+
+
+def _lost_eval(r: dict, axis: str) -> str:
+    """Why the read ``r`` (:func:`_run_read`, status ``"gap_exceeded"`` under a finite promised gap) is refused: its
+    evals around the point lie further apart on ``axis`` than the promised gap plus one update's cost, so the eval
+    promised between them is lost (:mod:`gradprobe.forecast.read_rule`); the analysis reads no value across it."""
+    (u_lo, u_hi), (x_lo, x_hi) = r["updates"], r["span"]
+    return (f"refused: the run's evals around it, at updates {u_lo} and {u_hi}, lie {x_hi - x_lo:,.6g} apart on "
+            f"{axis}, more than the {r['allowed']:,.6g} allowed (the promised gap {r['promised']:,.6g} plus one "
+            f"update's cost): the eval promised between them, at an update between {u_lo} and {u_hi}, is lost, and "
+            "the analysis reads no value across a lost eval")
 
 
 def _differ(old: float, new) -> bool:
@@ -367,7 +383,7 @@ def _axis_changes(runs: dict, analysis: dict, columns) -> list:
                 if r is not None and not _accepts(r["accepted"], _number(old)):
                     now = "no read" if r["value"] is None else f"{r['value']:.6g}"
                     out.append(((arm, int(s)), f"at {axis} = {budget:,.6g}: {_number(old):.6g} points in "
-                                f"{ANALYSIS_JSON}, {now} from {RUNS_CSV} now ({_evals_read(r)})"))
+                                f"{ANALYSIS_JSON}, {now} from {RUNS_CSV} now ({_evals_read(r, axis)})"))
     return out
 
 

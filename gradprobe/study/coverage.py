@@ -128,7 +128,8 @@ def changed_reads(study_dir, df, analysis: dict, *, skip_arms=()) -> list[str]:
         The phrases, each beginning with :data:`CHANGED_READS`: one for the changed reads of runs, ``"the accuracy
         analysis.json reads differs from runs.csv's now for N run(s): ARM seed S at AXIS = B: X points in
         analysis.json, Y from runs.csv now (update(s) U: accuracy A); ..."`` (the first few runs named, the rest
-        counted), then one per arm whose R0 or fit differs; [] when they agree.
+        counted; a read the promised gap refuses now says ``no read`` and why: the eval lost between its evals, with
+        no accuracy across it), then one per arm whose R0 or fit differs; [] when they agree.
     """
     if not {"arm", "seed", "update", "accuracy"} <= set(df.columns) or df.empty:
         return []
