@@ -65,7 +65,8 @@ def sign_flip(differences, exact: dict, *, min_effect: float, alternative: str, 
 def paired_t(differences, exact: dict, *, min_effect: float, alternative: str, alpha: float) -> dict:
     """Paired Student-t test over seeds (Student 1908), through :func:`gradprobe.study.stats.paired_t_test`:
     it assumes roughly normal per-seed differences and in exchange can reject with few seeds; testable
-    with >= 2 seeds whose differences have some spread (equal differences give t = mean / 0: not testable, why
+    with >= 2 seeds whose differences have some spread (:func:`gradprobe.study.stats.no_spread`: equal differences,
+    or differences whose sd is below any eval's resolution, give t = mean / 0 or mean / noise: not testable, why
     :data:`gradprobe.study.stats.NO_SPREAD`). The exact sign-flip p is reported beside it (``p_exact``)."""
     n = len(differences)
     pt = stats.paired_t_test(differences, min_effect=min_effect, alternative=alternative)

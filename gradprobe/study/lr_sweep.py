@@ -30,7 +30,8 @@ trained, no point gets a difference to it (``difference_note`` says why). Over t
   ("optimum at the edge: extend the sweep"): the sweep does not bracket the optimum;
 - ``reference_within_best``: whether the best's paired difference to lr_scale = 1 has a t interval
   that contains 0 (True when the best is lr_scale = 1; None without an interval, as when the seeds'
-  differences have no spread: :func:`~gradprobe.study.stats.no_spread`, a zero-width interval is no evidence);
+  differences have no spread: :func:`~gradprobe.study.stats.no_spread`, an interval narrower than any eval's
+  resolution is no evidence);
 - ``peak_fit`` (only for an interior optimum): the quadratic ``acc = a + b x + c x^2`` in
   ``x = log2(lr_scale)`` through the best mean and its two neighbours (``numpy.polyfit``; the
   three-point bracket of a line search, e.g. Brent's parabolic step), its vertex
@@ -159,7 +160,7 @@ def _difference(point: dict, ref: str, entry: dict, axis: str, control: str | No
         t = c["t"]
         est, ci, n, sd = (t["estimate"], t["ci"], t["seeds"], t["sd"]) if t else (None, None, 0, None)
         tw = c["two_way"]["ci"] if c["two_way"] else None
-    if est is not None and stats.no_spread(sd, est):  # a zero-width t interval excludes 0 on no evidence
+    if est is not None and stats.no_spread(sd, est):  # a t interval of no width excludes 0 on no evidence
         ci = None
     point.update(difference=est, difference_ci=ci, difference_ci_two_way=tw, difference_seeds=n,
                  difference_note=None if est is not None else f"no seed read in both {point['arm']} and {ref}")

@@ -390,7 +390,9 @@ def _sized_rows(plan, pilot_data: tuple, comparisons: list, left_out: dict, item
     """(rows, notes) of :func:`power_analysis`: per comparison of the pilot and held-out size the seeds needed, and a
     note per comparison not sized (an arm in ``left_out``, which never trained; fewer than 2 seeds read).
     ``pilot_data``: (runs, matched, pilot plan, item index or None); ``items``: (the pilot's held-out size, the
-    sizes to price: only the pilot's without per-item results); ``seconds``: (arm -> mean run seconds, arm ->
+    sizes to price: only the pilot's without per-item results); a comparison whose pilot per-seed differences have
+    no spread (:func:`~gradprobe.study.stats.no_spread`) is not sized either (a t test sized on an sd of 0 needs 2
+    seeds for any effect); ``seconds``: (arm -> mean run seconds, arm ->
     mean eval seconds) of the pilot's arms that trained; ``kw``: min_effect, alpha, power, alternative."""
     runs, matched, pilot_plan, index = pilot_data
     (secs, eval_secs), (n0, sizes) = seconds, items
@@ -409,6 +411,10 @@ def _sized_rows(plan, pilot_data: tuple, comparisons: list, left_out: dict, item
                            f"interval there; not sized")
             continue
         s0 = float(pc["diffs"].std(ddof=1))
+        if no_spread(s0, float(pc["diffs"].mean())):  # an sd of 0 sizes any study at 2 seeds: no sizing
+            skipped.append(f"{treat} vs {ctrl} at {axis}: not sized, the pilot's per-seed differences have no spread "
+                           f"(sd {s0:.3g} points): {NO_SPREAD}")
+            continue
         comp = (variance_components(pc["D"]) if pc["D"] is not None else
                 {"seed": s0 ** 2, "item": 0.0, "interaction": 0.0})
         q = float(np.mean(np.abs(pc["D"]) > 0)) if pc["D"] is not None else None

@@ -44,7 +44,7 @@ from .bootstrap import BOOTSTRAP_SEED, N_RESAMPLES, two_way_bootstrap, two_way_i
 from ..forecast.analysis_sigmoid import SIGMOID_B_BOUNDS, SIGMOID_DECADES, fit_sigmoid, scalerl_sigmoid
 
 __all__ = ["EXACT_MAX_SEEDS", "MC_PATTERNS", "N_RESAMPLES", "BOOTSTRAP_SEED", "ALTERNATIVES", "NO_SPREAD_RTOL",
-           "NO_SPREAD", "no_spread", "paired_t",
+           "NO_SPREAD_ATOL", "NO_SPREAD", "no_spread", "paired_t",
            "paired_t_test", "sign_patterns", "sign_flip_test", "min_seeds_for_floor", "holm", "two_way_indices",
            "two_way_bootstrap", "scalerl_sigmoid", "fit_sigmoid", "SIGMOID_B_BOUNDS", "SIGMOID_DECADES"]
 
@@ -53,18 +53,30 @@ MC_PATTERNS = 20_000
 ALTERNATIVES = ("greater", "less", "two-sided")
 #: relative tolerance under which the per-seed differences count as equal: :func:`math.isclose`'s default ``rel_tol``
 #: (1e-9, "about 9 decimal digits"; Python docs, ``math.isclose``), far above the float rounding a difference of two
-#: accuracy values carries (~1e-14 points) and far below any real spread (one held-out item of 10^6 is 1e-4 points)
+#: accuracy values carries (~1e-14 points); beside :data:`NO_SPREAD_ATOL` it matters only for values above 1000
 NO_SPREAD_RTOL = 1e-9
+#: absolute floor (accuracy points) under which the per-seed differences' sd counts as no spread. An eval over n
+#: prompts gives accuracies on a grid of 100/n points (k completions per prompt: 100/(n k)), and the smallest nonzero
+#: sd (ddof 1) of s seeds' differences on that grid is (100/n) / sqrt(s) (one seed off by one item; the sum of squared
+#: deviations of m values one step from the other s - m is step^2 m (s - m) / s, least at m = 1). With n k <= 10^6
+#: graded completions and s <= 100 seeds that is >= 1e-5 points, ten times this floor; float64 rounding of a
+#: difference of two accuracies in [0, 100] is ~100 * 2^-52 ~ 2e-14 points (IEEE 754 double, ``numpy.finfo(float)
+#: .eps``), eight orders below it. An sd under it is float noise or data edited by hand, not evidence: its t
+#: statistic (e.g. 4e7 for 1, 1, 1, 1.0000001) would pass any alpha
+NO_SPREAD_ATOL = 1e-6
 #: why a paired t test (and the detectable effect, and a claim resting on the t interval) is not computed
 NO_SPREAD = "the seeds' differences have no spread: a t test is undefined"
 
 
 def no_spread(sd: float | None, estimate: float) -> bool:
-    """Whether per-seed differences with standard deviation ``sd`` and mean ``estimate`` (points) have no spread:
-    ``sd <= NO_SPREAD_RTOL * max(|estimate|, 1)`` (:data:`NO_SPREAD_RTOL`; the floor of 1 point keeps a mean near 0
-    from shrinking the tolerance below float rounding). Equal differences leave a t statistic of mean / 0 (or of
-    float-rounding noise), not evidence; None (one seed) is not "no spread"."""
-    return sd is not None and sd <= NO_SPREAD_RTOL * max(abs(estimate), 1.0)
+    """Whether per-seed differences with standard deviation ``sd`` and mean ``estimate`` (accuracy points) have no
+    spread: ``sd < NO_SPREAD_ATOL`` (:data:`NO_SPREAD_ATOL`, 1e-6 points: far below the resolution of any eval, far
+    above float rounding) or ``sd <= NO_SPREAD_RTOL * max(|estimate|, 1)`` (:data:`NO_SPREAD_RTOL`; the floor of 1
+    point keeps a mean near 0 from shrinking the tolerance below float rounding). Such differences leave a t
+    statistic of mean / 0, of float-rounding noise or of a hand edit, not evidence: no t test, no detectable effect
+    and no t interval rests on them (the hypotheses, :mod:`gradprobe.study.power`, :mod:`gradprobe.study.lr_sweep`
+    and the report's gains all ask this function). None (one seed) is not "no spread"."""
+    return sd is not None and (sd < NO_SPREAD_ATOL or sd <= NO_SPREAD_RTOL * max(abs(estimate), 1.0))
 
 
 def _differences(differences) -> np.ndarray:
@@ -95,8 +107,8 @@ def paired_t(differences, *, level: float = 0.95) -> dict:
     dict
         ``estimate`` (mean, points), ``sd`` (ddof 1; None with one seed), ``se``, ``df`` (n - 1),
         ``ci`` ``[lo, hi]`` (None with one seed), ``level``, ``seeds``, ``testable`` (n >= 2),
-        ``note`` (``"not testable (1 seed)"`` or None), ``no_spread`` (:func:`no_spread`: the interval
-        has zero width up to float rounding, and no t test is computed on it).
+        ``note`` (``"not testable (1 seed)"`` or None), ``no_spread`` (:func:`no_spread`: the sd is below
+        any eval's resolution, the interval has no width worth the name, and no t test is computed on it).
 
     Raises
     ------
@@ -159,7 +171,7 @@ def paired_t_test(differences, *, min_effect: float = 0.0, alternative: str = "g
         return out
     null = {"greater": min_effect, "less": -min_effect, "two-sided": 0.0}[alternative]
     sd = float(d.std(ddof=1))
-    if no_spread(sd, float(d.mean())):  # every seed agrees (up to float rounding): t = mean / 0 is no test
+    if no_spread(sd, float(d.mean())):  # every seed agrees (below any eval's resolution): t = mean / 0 is no test
         out["why"] = NO_SPREAD
         return out
     t = (float(d.mean()) - null) / (sd / math.sqrt(n))
