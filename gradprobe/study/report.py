@@ -1,8 +1,10 @@
 """What ``gradprobe study`` prints and draws from an analysis (:func:`gradprobe.study.analysis.analyze`).
 
 :func:`format_rankings`: rankings per axis side by side, how each matched value was read, gains
-with their t and two-way intervals, sigmoid parameters (identified or not), side effects, the
-detectable effect, the hypotheses and the learning-rate sweep (:mod:`gradprobe.study.lr_sweep`).
+with their t and two-way intervals (a t interval over differences with no spread,
+:func:`gradprobe.study.stats.no_spread`, reads ``n/a (no spread)``, in the gains and the hypotheses),
+sigmoid parameters (identified or not), side effects, the detectable effect, the hypotheses and the learning-rate
+sweep (:mod:`gradprobe.study.lr_sweep`).
 A column ranks at least two arms (:func:`ranked_arms`: read on every seed, no run that never trained), else it
 says "not ranked (only ARM read; the others: why)" (:func:`not_ranked`); an arm with a run that never trained
 (``never_trained``) shows as "never trained" in place of its accuracy, gains, fits, detectable effect, hypotheses
@@ -19,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..figures import subplots
+from . import stats
 from .lr_sweep_report import format_lr_sweep, plot_lr_sweep
 from .never_trained_arms import control_never_trained_why, never_trained_text
 
@@ -32,6 +35,29 @@ FIGURES = {"updates": ("accuracy_vs_updates.png", "updates", "update"),
 
 def _ci(ci) -> str:
     return "n/a" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
+
+
+#: what a t interval over per-seed differences with no spread (:func:`gradprobe.study.stats.no_spread`) prints as
+NO_SPREAD_CI = "n/a (no spread)"
+
+
+def _t_ci(ci, sd, estimate) -> str:
+    """A t interval as :func:`_ci` writes it, or :data:`NO_SPREAD_CI` when the per-seed differences (``sd``, mean
+    ``estimate``, points) have no spread (:func:`gradprobe.study.stats.no_spread`): an interval narrower than any
+    eval's resolution is no interval, as the paired t test, the lr sweep and the detectable effect treat it."""
+    return NO_SPREAD_CI if estimate is not None and stats.no_spread(sd, estimate) else _ci(ci)
+
+
+def _sd(values) -> float | None:
+    """Standard deviation (ddof 1, as :func:`gradprobe.study.stats.paired_t`) of per-seed differences; None under 2."""
+    v = [float(x) for x in values if x is not None]
+    return float(np.std(v, ddof=1)) if len(v) >= 2 else None
+
+
+def _name_width(result: dict) -> int:
+    """Width of an arm-name column: the longest arm name and one space, at least 14 (the width of the
+    rankings, sigmoid and side-effects tables)."""
+    return max(14, *(len(arm) + 1 for arm in result["arms"]))
 
 
 def control_missing(arms, control: str) -> str | None:
@@ -111,7 +137,7 @@ def _unranked(result: dict, axis: str, *, short: bool = False) -> str | None:
 
 def _table(result: dict, axes: list[str]) -> list[str]:
     heads = {a: HEADS[a].format(result["matched"][a]["budget"]) for a in axes}
-    name = max(14, *(len(arm) + 1 for arm in result["arms"]))  # an arm's name, then at least one space
+    name = _name_width(result)  # an arm's name, then at least one space
     width = max(32, name + 18, *(len(h) + 2 for h in heads.values()))  # name, 6.2f accuracy, " (+dd.dd)", 2 spaces
     ranked, no_gain = {a: _ranking(result, a) for a in axes}, _no_control(result) is not None
     lines = ["rank  " + "".join(f"{heads[a]:<{width}}" for a in axes)]
@@ -183,7 +209,8 @@ def _gains(result: dict, axes: list[str]) -> list[str]:
              + ("" if result.get("two_way") else f", n/a: {result.get('two_way_reason')}") + "):"]
     for a in axes:
         cells = [f"{arm} never trained" if e.get("never_trained") else
-                 f"{arm} {e[a]['gain_vs_grpo']:+.2f} {_ci(e[a]['gain_ci'])}"
+                 f"{arm} {e[a]['gain_vs_grpo']:+.2f} "
+                 f"{_t_ci(e[a]['gain_ci'], e[a].get('gain_sd'), e[a]['gain_vs_grpo'])}"
                  + (f" two-way {_ci(e[a]['gain_vs_grpo_ci_two_way'])}" if e[a]["gain_vs_grpo_ci_two_way"] else "")
                  + _fewer_seeds(e[a])
                  for arm, e in result["arms"].items()
@@ -205,27 +232,31 @@ def _sigmoid_cell(fit: dict) -> str:
 
 
 def _sigmoids(result: dict) -> list[str]:
+    """The sigmoid fits' lines: arm, axis and fit, the arm column as wide as the longest arm name (:func:`_name_width`,
+    as the rankings table)."""
     lines = ["sigmoid fits R0 + (A - R0) / (1 + (C_mid / C)^B) (intervals only for identified parameters):"]
+    name = _name_width(result)
     for arm, e in result["arms"].items():
         if e.get("never_trained"):  # a curve of a run that never trained is no learning curve
-            lines.append(f"  {arm:<14}never trained: its fits are no learning curve (analysis.json keeps them)")
+            lines.append(f"  {arm:<{name}}never trained: its fits are no learning curve (analysis.json keeps them)")
             continue
         for axis, fit in ((a, f) for a, f in (e.get("sigmoid") or {}).items() if f.get("recorded", True)):
-            lines.append(f"  {arm:<14}{axis:<17}{_sigmoid_cell(fit)}")
+            lines.append(f"  {arm:<{name}}{axis:<17}{_sigmoid_cell(fit)}")
     return lines
 
 
 def _side_effects(result: dict, axes: list[str]) -> list[str]:
     """The side effects' lines: each arm's means at the matched point; an arm with a run that never trained reads
     "never trained: SEEDS AND CAUSE" in place of its numbers (its runs measure a broken setup, not what the arm does
-    to the policy; analysis.json keeps them)."""
+    to the policy; analysis.json keeps them). The arm column is as wide as the longest arm name (:func:`_name_width`,
+    as the rankings table)."""
     a = "generated_tokens" if "generated_tokens" in axes else axes[0]
-    rows = []
+    rows, name = [], _name_width(result)
     for arm, e in result["arms"].items():
         se = e[a]["side_effects"]
         if not any(v is not None for v in se.values()):
             continue
-        rows.append(f"  {arm:<14}" + (f"never trained: {never_trained_text(e['never_trained'])}"
+        rows.append(f"  {arm:<{name}}" + (f"never trained: {never_trained_text(e['never_trained'])}"
                                       if e.get("never_trained") else
                                       ", ".join(f"{k} {'n/a' if v is None else f'{v:.4g}'}" for k, v in se.items())))
     return [f"side effects at matched {a} (response length in tokens, format rate, KL to the initial policy in nats):",
@@ -249,8 +280,9 @@ def _hypotheses(result: dict) -> list[str]:
             why = None
         else:
             p_text, test = h["p_text"], f" ({h['alternative']}, alpha {h['alpha']:g})"
+        t_ci = _t_ci(h["ci"], _sd((h.get("per_seed") or {}).values()), h["estimate"])
         lines.append(f"  {h['name']}: {h['status']}  estimate {h['estimate']:+.2f} points, t interval "
-                     f"{_ci(h['ci'])}" + (f" ({h['ci_level']:.0%})" if h["ci"] else "") + ", two-way "
+                     f"{t_ci}" + (f" ({h['ci_level']:.0%})" if h["ci"] and t_ci != NO_SPREAD_CI else "") + ", two-way "
                      f"{_ci(h['ci_two_way'])}, {p_text}{adj}{test}"
                      + (f"; {why}" if why else "")
                      + (f"; seeds refused: {h['excluded_seeds']}" if h["excluded_seeds"] else ""))
