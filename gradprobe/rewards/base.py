@@ -347,7 +347,12 @@ def registered_elsewhere(name: str, fn) -> Reward | None:
 
     Why: a name is one reward everywhere. :func:`register_reward` refuses to give a registered name to another
     function, and the probe refuses a caller's function under one (a user's ``def outcome`` would be taken for the
-    built-in ``outcome``: grpo's reference, its notes, a calibration's domain)."""
+    built-in ``outcome``: grpo's reference, its notes, a calibration's domain).
+
+    Raises
+    ------
+    ValueError
+        As :func:`same_reward`."""
     old = REWARDS.get(name)
     return None if old is None or same_reward(old, fn) else old
 
@@ -358,7 +363,12 @@ def same_reward(a, b) -> bool:
     same module and qualified name (a reloaded module, a notebook cell run again or edited), the same function
     wrapped again (:func:`~gradprobe.rewards.sequence.sequence_reward` with the same scale, a plug-in's check). A
     lenient rule on purpose: a user re-running their own definition replaces it; one probe given the same function
-    under two names is the stricter :func:`check_distinct_rewards`."""
+    under two names is the stricter :func:`check_distinct_rewards`.
+
+    Raises
+    ------
+    ValueError
+        The reward wrappers of ``a`` or ``b`` loop (:func:`_unwrap`): the reward and the fix."""
     return a is b or _where(a) == _where(b)
 
 
@@ -372,7 +382,8 @@ def check_distinct_rewards(rewards: list[tuple[str, Reward]]) -> None:
     Raises
     ------
     ValueError
-        The first such pair: both names, the function, and the fix (give it once, under one name).
+        The first such pair: both names, the function, and the fix (give it once, under one name); or a reward
+        whose wrappers loop (:func:`_unwrap`): the reward and the fix.
 
     One reward is one function object computing it (:func:`_computes`), not a shared module and qualified name: two
     variants of a function made by one ``functools.wraps`` decorator share those and are two rewards."""
@@ -386,46 +397,60 @@ def check_distinct_rewards(rewards: list[tuple[str, Reward]]) -> None:
 
 def _computes(fn) -> tuple:
     """What computes the reward ``fn`` (:func:`check_distinct_rewards`): the function object inside its reward
-    wrappers (a sequence reward's, with each wrapper's scale; a plug-in's check), or a bound method's instance and
-    function, each compared by identity (:class:`SameObject`)."""
-    scales = []
-    while True:
-        source = getattr(fn, "sequence_source", None)
-        if isinstance(source, tuple) and len(source) == 2 and source[0] is not fn:
-            scales.append(source[1])
-            fn = source[0]
-            continue
-        native = getattr(fn, "native_source", None)
-        if native is None or native is fn:
-            break
-        fn = native
+    wrappers (:func:`_unwrap`: a sequence reward's, with each wrapper's scale; a plug-in's check), or a bound
+    method's instance and function, each compared by identity (:class:`SameObject`)."""
+    fn, scales = _unwrap(fn)
     if inspect.ismethod(fn):
-        return SameObject(fn.__self__), SameObject(fn.__func__), tuple(scales)
-    return SameObject(fn), tuple(scales)
+        return SameObject(fn.__self__), SameObject(fn.__func__), scales
+    return SameObject(fn), scales
 
 
 def _wrapped(fn):
-    """The user's function inside a reward wrapper (a sequence reward's, a plug-in's check: :func:`_where`), or
-    ``fn`` itself."""
+    """The user's function inside ``fn``'s reward wrappers (:func:`_unwrap`), or ``fn`` itself."""
+    return _unwrap(fn)[0]
+
+
+def _unwrap(fn) -> tuple:
+    """(the function inside ``fn``'s reward wrappers, the scales of its sequence rewards, outermost first): the one
+    walk every reward identity (:func:`_where`, :func:`_computes`) and message (:func:`reward_origin`) makes.
+
+    The wrappers are gradprobe's own: a :func:`~gradprobe.rewards.sequence.sequence_reward`'s ``sequence_source``,
+    a ``(function, scale)`` pair, and a plug-in check's ``native_source``
+    (:func:`gradprobe.rewards.plugin.checked_native`), followed in that order; one naming its own holder is no
+    wrapper. A ``functools.partial``, a ``functools.wraps`` chain, a bound method or a callable object is a reward
+    of its own, as it is.
+
+    Raises
+    ------
+    ValueError
+        The wrappers loop (one leads back to another already walked): the reward and the fix."""
+    given, scales, seen = fn, [], {id(fn): fn}  # the objects kept, so their ids are not reused during the walk
     while True:
         source = getattr(fn, "sequence_source", None)
-        inner = source[0] if isinstance(source, tuple) and len(source) == 2 else getattr(fn, "native_source", None)
-        if inner is None or inner is fn:
-            return fn
-        fn = inner
+        if isinstance(source, tuple) and len(source) == 2 and source[0] is not fn:
+            inner, attr = source[0], "sequence_source"
+            scales.append(source[1])
+        else:
+            inner, attr = getattr(fn, "native_source", None), "native_source"
+            if inner is None or inner is fn:
+                return fn, tuple(scales)
+        if id(inner) in seen:
+            raise ValueError(f"reward {given!r}: its wrappers loop ({attr} of {fn!r} leads back to {inner!r}): set "
+                             "sequence_source and native_source to the function each wraps")
+        seen[id(inner)] = fn = inner
 
 
 def reward_origin(fn) -> str:
     """A reward function as messages name it: ``module.qualified_name``, its ``__name__`` in place of a qualified
     name through ``<locals>`` (a wrapper made by a function: ``gradprobe.rewards.sequence.sequence_reward_brevity``);
-    its repr when it has neither (a ``functools.partial``, a callable object). A lambda, or a sequence reward of
-    one, is followed by where it is defined (``(a lambda at line 3 of nb.py)``): lambdas share their name."""
+    its repr when it has neither (a ``functools.partial``, a callable object). A lambda, or a reward wrapping one
+    (:func:`_unwrap`), is followed by where it is defined (``(a lambda at line 3 of nb.py)``): lambdas share their
+    name."""
     module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
     if not module or not qualname:
         return repr(fn)
     name = getattr(fn, "__name__", qualname) if "<locals>" in qualname else qualname
-    source = getattr(fn, "sequence_source", None)
-    inner = source[0] if isinstance(source, tuple) and len(source) == 2 else fn
+    inner = _wrapped(fn)
     code = getattr(inner, "__code__", None)
     place = (f" (a lambda at line {code.co_firstlineno} of {code.co_filename})"
              if isinstance(code, types.CodeType) and getattr(inner, "__name__", None) == "<lambda>" else "")
@@ -461,20 +486,21 @@ def _where(fn) -> tuple:
     - a :func:`~gradprobe.rewards.sequence.sequence_reward` wrapper: where the function it wraps is, with its scale
       (every wrapper has the wrapper's own module and qualified name: two wrapped functions are two rewards); a
       plug-in's native reward (:func:`gradprobe.rewards.plugin.checked_native`): where the function it checks is;
-    - a callable without a qualified name (a ``functools.partial``, a callable object): the object itself."""
-    source = getattr(fn, "sequence_source", None)
-    if isinstance(source, tuple) and len(source) == 2 and source[0] is not fn:
-        return ("sequence_reward", source[1], *_where(source[0]))
-    native = getattr(fn, "native_source", None)
-    if native is not None and native is not fn:
-        return _where(native)
+    - a callable without a qualified name (a ``functools.partial``, a callable object): the object itself.
+
+    Raises
+    ------
+    ValueError
+        ``fn``'s wrappers loop (:func:`_unwrap`)."""
+    fn, scales = _unwrap(fn)
+    wrappers = tuple(part for scale in scales for part in ("sequence_reward", scale))
     module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
     if not isinstance(qualname, str) or not qualname:
-        return module, SameObject(fn)
+        return *wrappers, module, SameObject(fn)
     code = getattr(fn, "__code__", None)
     if "<" in qualname and isinstance(code, types.CodeType):
-        return module, qualname, code.co_firstlineno
-    return module, qualname
+        return *wrappers, module, qualname, code.co_firstlineno
+    return *wrappers, module, qualname
 
 
 def get_reward(name: str) -> Reward:
