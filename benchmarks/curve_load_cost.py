@@ -21,7 +21,8 @@ path = Path(sys.argv[1]) if len(sys.argv) > 1 else (
 
 
 def read():
-    return ReferenceCurve(**read_curve_file(path))
+    # a saved curve holds points, whatever their range: ReferenceCurve.load reads it so
+    return ReferenceCurve(**read_curve_file(path), accuracy_scale="points")
 
 
 def with_fit():

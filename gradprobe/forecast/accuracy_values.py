@@ -122,8 +122,8 @@ def read_points(values: np.ndarray, scale: str, what: str, where=None, **kw) -> 
     only a note. Why 5, not higher: a hard task's curve in points rising from under 1 to a few points (0.4 to 6) is
     read as points, as it always was, and a metric on a small scale rarely passes 5. Values all in [0, 1] stay
     fractions (a curve truly under 1 point is too flat to forecast from), and ``fraction`` and ``points`` read the
-    values as they say. :func:`to_points` itself, and the :class:`~.curves.ReferenceCurve` constructor's ``auto``
-    (arrays a caller computed, not a key picked from a log), read such values as points.
+    values as they say. The :class:`~.curves.ReferenceCurve` constructor's ``auto`` refuses them too (an array
+    ``df["reward"]`` passed as accuracy is the same mistake); :func:`to_points` itself reads them as points.
 
     Raises
     ------

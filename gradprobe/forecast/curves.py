@@ -49,7 +49,7 @@ from scipy.interpolate import PchipInterpolator
 
 from ..layout import METRICS_JSONL, RUNS_CSV
 from ..outputs import is_json_number
-from .accuracy_values import to_points
+from .accuracy_values import read_points, to_points
 from .curve_file import (FORMAT, VERSION, check_fit, check_replicates, curve_document, damaged, not_json,
                          read_curve_file, write_curve)
 from .curve_fit import (B_BOUNDS, B_FALLBACK, MODES, N_REPLICATES, PARAMETERS, REPLICATE_SEED, START_B, CurveError,
@@ -107,9 +107,10 @@ class ReferenceCurve(CurveSources):
         How ``accuracy`` is read, as every file reader reads its values (:func:`~.accuracy_values.to_points`):
         ``auto`` (default) reads values that all lie in [0, 1] (not all 0) as fractions, converts them to points
         and says so in ``notes``, and refuses values that mix the scales (0.676 among points, naming
-        ``accuracy[i]``); values in points are read as given, with no note (the file readers also refuse, under
-        ``auto``, values whose largest lies in (1, 5]: :func:`~.accuracy_values.read_points`; here the caller built
-        the array and knows its scale). ``points`` reads the values as given
+        ``accuracy[i]``) and, as the file readers do, values whose largest lies in (1, 5], whose scale cannot be
+        told (accuracy points under 5, or another metric on a small scale: :func:`~.accuracy_values.read_points`;
+        the message names ``accuracy[i]`` of the largest and the fix, ``accuracy_scale='points'``); values in points
+        are read as given, with no note. ``points`` reads the values as given
         (a curve truly under 1 point; the readers and :meth:`load` pass their points so), ``fraction`` multiplies
         them by 100. Why ``auto``: ``accuracy=df["accuracy"]`` straight from a log of fractions, fitted as points,
         would be a curve under 1 point whose forecast gains are 100 x too small, a wrong verdict with no word,
@@ -147,9 +148,11 @@ class ReferenceCurve(CurveSources):
     CurveError
         Negative updates, accuracy outside [0, 100], unequal numbers of updates and accuracies, an unknown
         ``accuracy_scale``, values that mix fractions and points under ``auto`` (:func:`~.accuracy_values.to_points`;
-        the message names ``accuracy[i]`` and the fix), ``fraction`` values above 1, fewer distinct eval
-        update counts than free parameters, none included (a :class:`~.curve_fit.TooFewEvalsError` naming the
-        minimum and ``eval_hint``; a reader names its file in it), an unknown mode.
+        the message names ``accuracy[i]`` and the fix), values whose largest lies in (1, 5] under ``auto``
+        (:func:`~.accuracy_values.read_points`: pass ``accuracy_scale='points'``), ``fraction`` values above 1,
+        fewer distinct eval update counts than free parameters, none included (a
+        :class:`~.curve_fit.TooFewEvalsError` naming the minimum and ``eval_hint``; a reader names its file in it), an
+        unknown mode.
     """
 
     read_options: dict | None = None
@@ -555,7 +558,8 @@ def _given_points(y: np.ndarray, n: np.ndarray, seeds: np.ndarray,
     ------
     CurveError
         An unknown ``accuracy_scale``, values that mix fractions and points under ``auto``, ``fraction`` values
-        above 1 (:func:`~.accuracy_values.to_points`).
+        above 1 (:func:`~.accuracy_values.to_points`), values whose largest lies in (1, 5] under ``auto`` (their
+        scale cannot be told: :func:`~.accuracy_values.read_points`, the file readers' rule and message).
     """
     what = "ReferenceCurve(accuracy=...)"
     if accuracy_scale == "points":
@@ -563,8 +567,8 @@ def _given_points(y: np.ndarray, n: np.ndarray, seeds: np.ndarray,
     if accuracy_scale == "fraction" or (accuracy_scale == "auto" and 0.0 < y.max() <= 1.0):
         out, note = to_points(y, accuracy_scale, what)
         return out, note.replace(" (--reference-curve-scale points)", "")
-    try:
-        to_points(y, accuracy_scale, what, [f"accuracy[{i}]" for i in range(y.size)], updates=n, seeds=seeds)
+    try:  # as the file readers read theirs: values in (1, 5] are refused, their scale cannot be told
+        read_points(y, accuracy_scale, what, [f"accuracy[{i}]" for i in range(y.size)], updates=n, seeds=seeds)
     except CurveError as e:  # the command line's option is no fix here
         raise CurveError(str(e).replace(" (on the command line, --reference-curve-scale points)", "")) from None
     return y, None  # points (or every value 0: the same in either scale), read as given, as documented

@@ -72,10 +72,12 @@ def test_a_curve_that_starts_where_the_probe_measured_says_nothing():
 
 
 def test_a_curve_on_another_scale_is_noted():
-    """Accuracies logged as fractions x 1.4 (0.95-1.10) are read as ~1 point; the probe measured 62.5."""
+    """Accuracies logged as fractions x 1.4 (0.95-1.10), read as ~1 point (stated as points: under auto a largest
+    value in (1, 5] is refused); the probe measured 62.5."""
     s0 = [(0, 0.676), (2, 0.71), (5, 0.737), (10, 0.739), (14, 0.762), (20, 0.775), (29, 0.754), (42, 0.783),
           (57, 0.788)]
-    curve = ReferenceCurve(updates=[u for u, _ in s0], accuracy=[1.4 * a for u, a in s0], source="wrong.csv")
+    curve = ReferenceCurve(updates=[u for u, _ in s0], accuracy=[1.4 * a for u, a in s0], source="wrong.csv",
+                           accuracy_scale="points")
     assert curve.params["R0"] == pytest.approx(1.4 * 0.676)
     res = forecast_rewards(curve, _probe(h=0.625, groups=[0.5, 0.75] * 4), n_draws=300)
     note = res.notes[0]
