@@ -14,7 +14,13 @@ over every eval point of every seed, in the parameters (A, ln n_mid, B[, R0]) in
 A in [0, 100], ln n_mid in [ln(n_min / 100), ln(100 n_max)] (n_min, n_max the smallest and
 largest update count > 0 evaluated), B in [0.1, 10], R0 in [0, 100], from a fixed grid of
 starting points (:data:`START_B`, three n_mid, two A); the lowest cost wins and ties go to the
-first start, so the same points give the same curve. Each parameter is then marked
+first start, so the same points give the same curve. Evals at the same update count (several seeds, or one
+eval set scored twice) are pooled before the fit when there are any (:func:`_pooled`): the residual sum of squares
+over every eval is sum_x n_x (ybar_x - R(x))^2 + W, with n_x the evals at update count x, ybar_x their mean and W
+their sum of squares about it (a constant of the parameters), so the fit runs on the distinct update counts with
+residuals sqrt(n_x) (R(x) - ybar_x) plus one constant residual sqrt(W): the same cost, gradient and J^T J as the
+fit over every eval, in exact arithmetic, hence the same minimiser and standard errors, at the cost of the
+distinct update counts instead of the evals. Each parameter is then marked
 
 - ``at_bound``: the optimum sits on its bound (the data push it out of the allowed range);
 - ``identified``: not at a bound, finite standard error (Gauss-Newton covariance
@@ -290,8 +296,20 @@ def fit_statuses(names, on_bound, se: dict, scale: dict, *, r0, b_fixed) -> dict
     return status
 
 
+def _pooled(n: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float] | None:
+    """The evals ``y`` (points) at updates ``n`` (shape (points,)) pooled by update count for the fit (module
+    docstring): (distinct update counts (k,), mean accuracy at each (k,), sqrt of the evals at each (k,), sqrt of the
+    evals' sum of squares about their update count's mean); None when every update count occurs once (nothing to
+    pool: the fit runs on the evals as they are)."""
+    levels, inverse, counts = np.unique(n, return_inverse=True, return_counts=True)
+    if levels.size == n.size:
+        return None
+    mean = np.bincount(inverse, weights=y) / counts
+    return levels, mean, np.sqrt(counts), math.sqrt(float(np.sum((y - mean[inverse]) ** 2)))
+
+
 def fit_sigmoid(n: np.ndarray, y: np.ndarray, *, r0: float | None, b_fixed: float | None,
-                start: dict | None = None) -> SigmoidFit:
+                start: dict | None = None, pool: bool = True) -> SigmoidFit:
     """Least-squares ScaleRL fit of accuracy ``y`` (points) at updates ``n`` (module docstring).
 
     Parameters
@@ -302,6 +320,9 @@ def fit_sigmoid(n: np.ndarray, y: np.ndarray, *, r0: float | None, b_fixed: floa
         R0 and B held fixed at these values; None: fitted.
     start : dict, optional
         One starting point (``R0``, ``A``, ``n_mid``, ``B``) instead of the grid (the seed replicates).
+    pool : bool
+        Pool evals at the same update count before the fit (default; :func:`_pooled`, module docstring: the same
+        minimiser, cost and standard errors); False fits every eval as it is, the fit pooling is checked against.
 
     Returns
     -------
@@ -320,9 +341,17 @@ def fit_sigmoid(n: np.ndarray, y: np.ndarray, *, r0: float | None, b_fixed: floa
         d = dict(zip(names, theta))
         return (d.get("R0", r0), d["A"], math.exp(d["log_n_mid"]), d.get("B", b_fixed))
 
-    def resid(theta):
-        R0, A, nm, B = unpack(theta)
-        return scalerl_sigmoid(n, R0=R0, A=A, n_mid=nm, B=B) - y
+    pooled = _pooled(n, y) if pool else None
+    if pooled is None:  # every update count once: the evals as they are
+        def resid(theta):
+            R0, A, nm, B = unpack(theta)
+            return scalerl_sigmoid(n, R0=R0, A=A, n_mid=nm, B=B) - y
+    else:
+        levels, mean, weight, spread = pooled
+
+        def resid(theta):
+            R0, A, nm, B = unpack(theta)
+            return np.append(weight * (scalerl_sigmoid(levels, R0=R0, A=A, n_mid=nm, B=B) - mean), spread)
 
     best = None
     for s in _starting_points(names, n, y, r0=r0, b_fixed=b_fixed, start=start, lo_n=lo_n, hi_n=hi_n):
