@@ -312,7 +312,8 @@ def register_reward(name: str, *, rollout_only: bool = False):
     ------
     ValueError
         ``name`` is empty, contains a comma, or is already registered to another function (one defined elsewhere:
-        a user's ``def outcome`` does not replace the built-in ``outcome``; another lambda of the same module).
+        a user's ``def outcome`` does not replace the built-in ``outcome``; another lambda of the same module), or
+        the function's reward wrappers loop or never end (:func:`_unwrap`; a ``unittest.mock.MagicMock``).
     TypeError
         ``name`` is not a string (``@register_reward("my_reward")``, not bare ``@register_reward``), ``rollout_only``
         is not a bool (``True`` or ``False``; not ``"no"``, 1, a numpy value), both raised before anything is
@@ -331,6 +332,7 @@ def register_reward(name: str, *, rollout_only: bool = False):
     def deco(fn: Reward) -> Reward:
         if not callable(fn):
             raise TypeError(f"register_reward({name!r}) decorates a function, got {fn!r} ({type(fn).__name__})")
+        _unwrap(fn)  # wrappers that loop or never end are refused here, not when a probe first compares them
         old = registered_elsewhere(name, fn)
         if old is not None:
             raise ValueError(f"reward {name!r} is already registered ({old!r}); register yours under another name")
@@ -410,6 +412,10 @@ def _wrapped(fn):
     return _unwrap(fn)[0]
 
 
+#: the most reward wrappers (:func:`_unwrap`) one reward may nest: gradprobe's own nest two or three
+MAX_WRAPPERS = 64
+
+
 def _unwrap(fn) -> tuple:
     """(the function inside ``fn``'s reward wrappers, the scales of its sequence rewards, outermost first): the one
     walk every reward identity (:func:`_where`, :func:`_computes`) and message (:func:`reward_origin`) makes.
@@ -423,9 +429,11 @@ def _unwrap(fn) -> tuple:
     Raises
     ------
     ValueError
-        The wrappers loop (one leads back to another already walked): the reward and the fix."""
+        The wrappers loop (one leads back to another already walked), or nest deeper than :data:`MAX_WRAPPERS`
+        layers (an object that makes attributes when asked, e.g. ``unittest.mock.MagicMock``, has no innermost
+        function): the reward and the fix."""
     given, scales, seen = fn, [], {id(fn): fn}  # the objects kept, so their ids are not reused during the walk
-    while True:
+    while len(seen) <= MAX_WRAPPERS:
         source = getattr(fn, "sequence_source", None)
         if isinstance(source, tuple) and len(source) == 2 and source[0] is not fn:
             inner, attr = source[0], "sequence_source"
@@ -438,6 +446,9 @@ def _unwrap(fn) -> tuple:
             raise ValueError(f"reward {given!r}: its wrappers loop ({attr} of {fn!r} leads back to {inner!r}): set "
                              "sequence_source and native_source to the function each wraps")
         seen[id(inner)] = fn = inner
+    raise ValueError(f"reward {given!r}: its sequence_source / native_source wrappers nest deeper than {MAX_WRAPPERS} "
+                     "layers (an object that makes attributes when asked, e.g. unittest.mock.MagicMock, never ends): "
+                     "register a plain function, or a mock with spec=")
 
 
 def reward_origin(fn) -> str:
@@ -450,7 +461,10 @@ def reward_origin(fn) -> str:
     if not module or not qualname:
         return repr(fn)
     name = getattr(fn, "__name__", qualname) if "<locals>" in qualname else qualname
-    inner = _wrapped(fn)
+    try:
+        inner = _wrapped(fn)
+    except ValueError:  # wrappers that loop: named as they are (a message must not fail on the reward it names)
+        inner = fn
     code = getattr(inner, "__code__", None)
     place = (f" (a lambda at line {code.co_firstlineno} of {code.co_filename})"
              if isinstance(code, types.CodeType) and getattr(inner, "__name__", None) == "<lambda>" else "")

@@ -58,11 +58,13 @@ NO_SPREAD_RTOL = 1e-9
 #: absolute floor (accuracy points) under which the per-seed differences' sd counts as no spread. An eval over n
 #: prompts gives accuracies on a grid of 100/n points (k completions per prompt: 100/(n k)), and the smallest nonzero
 #: sd (ddof 1) of s seeds' differences on that grid is (100/n) / sqrt(s) (one seed off by one item; the sum of squared
-#: deviations of m values one step from the other s - m is step^2 m (s - m) / s, least at m = 1). With n k <= 10^6
-#: graded completions and s <= 100 seeds that is >= 1e-5 points, ten times this floor; float64 rounding of a
-#: difference of two accuracies in [0, 100] is ~100 * 2^-52 ~ 2e-14 points (IEEE 754 double, ``numpy.finfo(float)
-#: .eps``), eight orders below it. An sd under it is float noise or data edited by hand, not evidence: its t
-#: statistic (e.g. 4e7 for 1, 1, 1, 1.0000001) would pass any alpha
+#: deviations of m values one step from the other s - m is step^2 m (s - m) / s, least at m = 1): with n k <= 10^6
+#: graded completions and s <= 100 seeds, >= 1e-5 points. A read between two evals (a matched point) interpolates
+#: them and leaves that grid, so a smaller real sd is possible, not a theorem's impossibility: the floor is a
+#: plausibility threshold, seeds agreeing to a millionth of a point, ten times under that grid's least sd and eight
+#: orders over float64 rounding of a difference of two accuracies in [0, 100] (~100 * 2^-52 ~ 2e-14 points, IEEE 754
+#: double, ``numpy.finfo(float).eps``). An sd under it is float noise or data edited by hand, not evidence: its t
+#: statistic (e.g. 4e7 for 1, 1, 1, 1.0000001) would pass any alpha. An sd a little over it (3e-6) is still tested
 NO_SPREAD_ATOL = 1e-6
 #: why a paired t test (and the detectable effect, and a claim resting on the t interval) is not computed
 NO_SPREAD = "the seeds' differences have no spread: a t test is undefined"

@@ -266,3 +266,32 @@ def test_wrappers_in_a_loop_are_refused_by_name(m):
         same_reward(first, m.plain)
     with pytest.raises(ValueError, match=r"its wrappers loop"):
         check_distinct_rewards([("first", first)])
+
+
+def test_a_loop_is_refused_when_registered_and_named_as_it_is_in_messages(m):
+    first, second = _Layer(), _Layer()
+    first.native_source, second.sequence_source = second, (first, "group")
+    with pytest.raises(ValueError, match=r"its wrappers loop"):
+        register_reward("zz_walker_loop")(first)
+    assert "zz_walker_loop" not in REWARDS
+    # a message naming such a reward must not fail in its turn: the object as it is (a repr: no qualified name)
+    assert reward_origin(first) == repr(first)
+
+
+def test_an_object_that_makes_attributes_when_asked_is_refused_at_once():
+    from unittest import mock
+
+    for fake in (mock.MagicMock(), mock.Mock()):
+        with pytest.raises(ValueError, match=r"^reward <.*Mock.*>: its sequence_source / native_source wrappers nest "
+                                             r"deeper than 64 layers \(.*MagicMock.*\): register a plain function"):
+            register_reward("zz_walker_mock")(fake)
+        assert "zz_walker_mock" not in REWARDS
+        with pytest.raises(ValueError, match=r"nest deeper than 64 layers"):
+            same_reward(fake, len)
+    spec = mock.Mock(spec=["__call__"])
+    try:
+        assert register_reward("zz_walker_spec")(spec) is spec
+        assert _wrapped(spec) is spec
+    finally:
+        REWARDS.pop("zz_walker_spec", None)
+        ROLLOUT_ONLY.discard("zz_walker_spec")
