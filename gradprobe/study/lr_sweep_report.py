@@ -9,13 +9,27 @@ import math
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import t as student_t
 
 from ..figures import subplots
+from . import stats
 from .lr_sweep import AXIS_ORDER, FIGURE
 from .never_trained_arms import never_trained_why
 
+
 def _ci(ci) -> str:
     return "n/a" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
+
+
+def _accuracy_ci(p: dict) -> str:
+    """A point's 95% t interval of its arm's mean accuracy over ``p["seeds"]`` seeds, as :func:`_ci` writes it, or
+    "n/a (no spread)" when the seeds' accuracies have none (:func:`gradprobe.study.stats.no_spread`, on the sd the
+    interval implies: half its width / t_(0.975, seeds - 1) * sqrt(seeds)): a zero-width interval is no interval."""
+    ci, n = p["ci"], p.get("seeds") or 0
+    if ci is None or n < 2:
+        return _ci(ci)
+    sd = (ci[1] - ci[0]) / 2.0 / float(student_t.ppf(0.975, n - 1)) * math.sqrt(n)
+    return "n/a (no spread)" if stats.no_spread(sd, p["accuracy"]) else _ci(ci)
 
 
 def _label(g: dict) -> str:
@@ -30,7 +44,7 @@ def _cell(p: dict) -> str:
         return f"{p['lr_scale']:g}x never trained (not used)"
     if p["accuracy"] is None:
         return f"{p['lr_scale']:g}x not read" + (f" (refused {p['refused_seeds']})" if p["refused_seeds"] else "")
-    c = f"{p['lr_scale']:g}x {p['accuracy']:.2f} {_ci(p['ci'])}"
+    c = f"{p['lr_scale']:g}x {p['accuracy']:.2f} {_accuracy_ci(p)}"
     if p["reference"]:
         c += " (reference)"
     elif p["difference"] is not None:
