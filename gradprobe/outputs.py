@@ -35,7 +35,7 @@ from pathlib import Path
 from . import __version__
 
 
-__all__ = ["is_json_number", "json_number_float", "json_number_text", "json_short", "beyond_float", "OutputDirError",
+__all__ = ["is_json_number", "json_number_float", "json_number_text", "json_short", "first_repeated_key", "beyond_float", "OutputDirError",
            "output_error", "error_text", "as_made", "removed_if_left_empty", "api_out", "refuse_file_in_the_way",
            "dangling_link", "link_loop", "refuse_link_loop", "shell_word", "refuse_looping_file", "open_temporary",
            "prepare_output_dir", "write_bytes_atomic", "write_text_atomic", "write_json_atomic", "json_safe",
@@ -689,6 +689,22 @@ def json_short(value, width: int = 60) -> str:
     except (TypeError, ValueError):
         text = repr(value)
     return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def first_repeated_key(pairs: list) -> tuple | None:
+    """The first key an object's ``pairs`` ((key, value) in file order, as ``json.loads`` gives an
+    ``object_pairs_hook``) name twice, as (key, its first value, its second value); None when each key comes once.
+    ``json.loads`` keeps the last value of such a key without a word (RFC 8259, section 4: the names of an object
+    SHOULD be unique, and readers differ on which value they keep), so the readers of data and curve files refuse
+    it (``gradprobe.tasks.base.parse_json_row``, ``gradprobe.forecast.text_files.parse_curve_json``)."""
+    if len(dict(pairs)) == len(pairs):  # the common case, at C speed
+        return None
+    first: dict = {}
+    for key, value in pairs:
+        if key in first:
+            return key, first[key], value
+        first[key] = value
+    return None
 
 
 def json_number_text(value, text: str | None = None) -> str:

@@ -15,6 +15,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from ..outputs import first_repeated_key, json_short
+
 __all__ = ["decode_text", "not_utf8", "read_source_text", "utf16_without_bom", "parse_curve_json", "JSONShapeError",
            "SAVED_CURVE_REWRITE"]
 
@@ -124,29 +126,16 @@ class JSONShapeError(ValueError):
         self.key = key
 
 
-def _shown(value) -> str:
-    """``value`` as a refusal shows it: its JSON, cut at 40 characters."""
-    try:
-        text = json.dumps(value)
-    except (TypeError, ValueError, RecursionError):
-        text = repr(type(value).__name__)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def _unique_keys(pairs: list) -> dict:
     """The ``object_pairs_hook`` of :func:`parse_curve_json`: the object of ``pairs`` ((key, value) in file order),
-    refused when one key comes twice."""
-    out = dict(pairs)
-    if len(out) == len(pairs):  # the common case, at C speed
-        return out
-    first: dict = {}
-    for key, value in pairs:
-        if key in first:
-            raise JSONShapeError(f"an object names the key {json.dumps(key)} twice ({_shown(first[key])}, then "
-                                 f"{_shown(value)}): JSON readers keep one of the two (Python's json the last, "
-                                 "silently), so which value was meant cannot be told", key=key)
-        first[key] = value
-    return first
+    refused when one key comes twice (:func:`gradprobe.outputs.first_repeated_key`)."""
+    repeated = first_repeated_key(pairs)
+    if repeated is None:
+        return dict(pairs)
+    key, first, then = repeated
+    raise JSONShapeError(f"an object names the key {json.dumps(key)} twice ({json_short(first, 40)}, then "
+                         f"{json_short(then, 40)}): JSON readers keep one of the two (Python's json the last, "
+                         "silently), so which value was meant cannot be told", key=key)
 
 
 def parse_curve_json(text: str):

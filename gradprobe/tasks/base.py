@@ -17,6 +17,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gradprobe.outputs import first_repeated_key, json_short
 from gradprobe.tasks.verify import (
     answers_match,
     extract_answer,
@@ -34,6 +35,7 @@ __all__ = [
     "DatasetFormatError",
     "decode_row",
     "decoded_rows",
+    "parse_json_row",
     "unencodable_text",
     "JSON_SURROGATE_FIX",
     "PYTHON_SURROGATE_FIX",
@@ -112,6 +114,76 @@ def decoded_rows(records, on_bad):
                 on_bad(line, why)
                 continue
         yield line, raw
+
+
+class _RepeatedKey(ValueError):
+    """Raised by :func:`_unique_keys` (inside ``json.loads``): ``why`` says which key came twice, with both values."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
+
+
+def _unique_keys(pairs: list) -> dict:
+    """The ``object_pairs_hook`` of :func:`parse_json_row` (as the reference-curve reader's): the object of ``pairs``
+    ((key, value) in file order), refused when one key comes twice, with equal values too
+    (:func:`gradprobe.outputs.first_repeated_key`: readers differ on which value they keep, Python's json the last)."""
+    repeated = first_repeated_key(pairs)
+    if repeated is None:
+        return dict(pairs)
+    key, first, then = repeated
+    both = (f"both {json_short(then, 40)}" if first == then and type(first) is type(then)
+            else f"{json_short(first, 40)}, then {json_short(then, 40)}")
+    raise _RepeatedKey(f"the row names the key {json.dumps(key)} twice ({both}): JSON readers keep one of the two "
+                       "(Python's json the last, silently), so which value was meant cannot be told; give each key "
+                       "once in the row")
+
+
+def _nul_cause(text: str, line: int) -> str:
+    """Why a row holding NUL bytes is not JSON: a tail of them (a file cut short by a crash and padded) or NULs
+    inside its text (UTF-16 text, or damage), with the fix."""
+    body = text.rstrip("\r\n")
+    start, count = body.index("\x00"), body.count("\x00")
+    if "\x00" not in body.rstrip("\x00"):  # NULs to the end of the line: the tail a crash leaves
+        return (f"NUL bytes (0x00) from character {start + 1} of the line on ({count} of them"
+                + (f", after {_cut(body[:start][-30:])}" if start else "") + f"): the file was cut short and padded "
+                f"with NUL bytes from line {line} on (a crash while it was written leaves such a tail); restore the "
+                f"file from a good copy, or delete its NUL bytes from line {line} on (and a row they cut short)")
+    return (f"NUL bytes (0x00) inside its text ({count} of them, the first at character {start + 1}): a file saved "
+            "as UTF-16 has one beside each character (save it as UTF-8, e.g. iconv -f UTF-16 -t UTF-8), a damaged "
+            "one has them where its text was lost (restore it from a good copy)")
+
+
+def parse_json_row(text: str, line: int) -> tuple[object, str | None]:
+    """One JSONL row's text (line ``line`` of its file, counting from 1) parsed as JSON: ``(value, None)``, or
+    ``(None, why)`` when it cannot be read, ``why`` naming the cause and the fix for the task to report with its
+    file and line:
+
+    - a key given twice in an object (``{"answer": "15", "answer": "0"}``): ``json.loads`` keeps the last value
+      without a word, so every gold could be wrong; refused whatever the values (:func:`_unique_keys`);
+    - NUL bytes: a tail of them (a file cut short by a crash and padded) or NULs inside the text (UTF-16);
+    - carriage returns alone between rows (a file with CR-only line endings reads as one line of several rows);
+    - otherwise ``not valid JSON (<the parser's message>)``.
+
+    Raises
+    ------
+    RecursionError
+        Nesting deeper than Python's JSON parser reads (as ``json.loads`` raises it).
+    """
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys), None
+    except _RepeatedKey as err:
+        return None, err.why
+    except json.JSONDecodeError as err:
+        if "\x00" in text:
+            return None, _nul_cause(text, line)
+        body = text.rstrip("\r\n")
+        if "\r" in body:  # a raw CR is never inside a JSON string: here it ends a row
+            rows = sum(1 for part in body.split("\r") if part.strip())
+            return None, (f"not valid JSON ({err.msg}): the line holds {rows} rows separated by a carriage return "
+                          "(CR) alone, which is no line break in JSONL (the file has CR-only line endings); convert "
+                          "its line endings to LF or CRLF (e.g. tr '\\r' '\\n' < FILE > FIXED.jsonl)")
+        return None, f"not valid JSON ({err.msg})"
 
 
 #: The fix :func:`unencodable_text` names for a data file's row (JSON text, whose escapes pair up).

@@ -153,6 +153,9 @@ def read_gold(value, verifier) -> tuple[str | None, str]:
     if isinstance(value, (list, tuple, dict)) and value:  # [1], {"value": 1}: not a gold the verifier reads
         return None, (f"is a JSON {'object' if isinstance(value, dict) else 'list'} ({json_short(value)}), not text "
                       "or a number (give the answer itself)")
+    if isinstance(value, bool):  # JSON true/false: no answer text (a yes/no answer is written as text)
+        return None, (f"is a boolean ({'true' if value else 'false'}), not text or a number: give the answer "
+                      "itself (a yes/no answer as text, e.g. \"yes\")")
     if not isinstance(value, str) or not value.strip():
         return None, "is empty"
     if verifier == "hash":

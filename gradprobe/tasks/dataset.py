@@ -71,7 +71,10 @@ that names a column the data does not have (the columns it has are listed), a ro
 mapped column (an empty object ``{}`` too), has an empty or whitespace-only question, prompt or answer, or is
 not valid UTF-8 (bytes that are not, or an unpaired surrogate escape such as ``"\\ud800"`` in any of its text;
 file and line; ``skip_malformed=True`` skips, counts and warns instead), a conversational prompt without a
-``user`` turn.
+``user`` turn. A JSONL row that names a key twice (``{"answer": "15", "answer": "0"}``, equal values too: JSON
+readers differ on which one they keep) is refused, as is a line that is no JSON, naming its cause where it is
+known (NUL bytes a crash left, CR-only line endings, a CSV or parquet file, which ``hf:FOLDER`` reads;
+:func:`gradprobe.tasks.base.parse_json_row`); a boolean answer is refused as a boolean.
 """
 
 from __future__ import annotations
@@ -84,7 +87,7 @@ import numpy as np
 
 from gradprobe.tasks.base import (TRAIN_ONLY_FOLDER, DatasetFormatError, Problem, Task, TaskConfigError,
                                   decoded_rows, drop_train_prompts, file_lines, known_length, no_rows_error,
-                                  relative_note, removed_heldout_note, unencodable_text,
+                                  parse_json_row, relative_note, removed_heldout_note, unencodable_text,
                                   warn_repeated_train_prompts)
 # column mapping and prompt formats live in gradprobe.tasks.columns; re-exported here (MAPPING_KEYS, _prompt_text too)
 from gradprobe.tasks.columns import (BOXED_INSTRUCTION, MAPPING_KEYS, OPTIONS, VERIFIERS, PromptText, _fix,
@@ -149,6 +152,21 @@ def _said_id(problems: list) -> str:
     ``17``), each written form in the order first held when they differ in type (``17 and '17'``)."""
     forms = dict.fromkeys(repr(p.metadata["id"]) for p in problems)
     return " and ".join(forms)
+
+
+def _other_format_hint(file: str, line: int, text: str | None = None) -> str:
+    """What to add to a JSONL file's bad row when the file is CSV or parquet (its name ends in ``.csv`` or
+    ``.parquet``, or its line 1, ``text``, is a comma-separated line that is no JSON object or list), which
+    ``jsonl:PATH`` does not read: ``hf:FOLDER`` does (``datasets`` reads the CSV and parquet files of a folder);
+    "" otherwise."""
+    suffix = Path(file).suffix.lower()
+    if suffix not in (".csv", ".parquet") and not (
+            line == 1 and text is not None and "," in text and not text.lstrip().startswith(("{", "["))):
+        return ""
+    what = "a parquet file" if suffix == ".parquet" else "CSV (comma-separated lines)"
+    return (f"; {file} looks like {what}, which jsonl:PATH does not read (one JSON object per line): put it in a "
+            "folder of its own and give hf:FOLDER:heldout_split=none (datasets reads a folder's CSV and parquet "
+            "files; heldout_fraction of its rows are held out), or convert it to JSONL")
 
 
 _SPLIT_SEED = 20240101  # as gsm8k: a file's train/heldout split never moves
@@ -278,14 +296,17 @@ class DatasetTask(Task):
         if columns is not None:
             m = self._resolve_mapping(columns, where)
         records = self.reported_rows(records)  # each row reported as parsed (a pool's progress)
-        for line, raw in decoded_rows(records, lambda line, why: self._bad_row(where, line, why)):
+        def hint(line: int, text: str | None = None) -> str:  # a CSV or parquet file given as jsonl:PATH
+            return _other_format_hint(where, line, text) if self.kind == "jsonl" else ""
+
+        for line, raw in decoded_rows(records, lambda line, why: self._bad_row(where, line, why + hint(line))):
             if isinstance(raw, str):
                 if not raw.strip():
                     continue
-                try:
-                    raw = json.loads(raw)
-                except json.JSONDecodeError as err:
-                    self._bad_row(where, line, f"not valid JSON ({err.msg})")
+                text = raw
+                raw, why = parse_json_row(text, line)
+                if why:
+                    self._bad_row(where, line, why + hint(line, text))
                     continue
             if not isinstance(raw, dict):
                 self._bad_row(where, line, f"not a JSON object (got {type(raw).__name__})")
@@ -311,7 +332,8 @@ class DatasetTask(Task):
             gold, why = read_gold(raw[m["answer"]], self.verifier)
             if gold is None:
                 need = f" holding a number (its value {why}; verifier=hash reads the gold's one number as it reads " \
-                    "a completion's; use verifier=exact for text answers)" if self.verifier == "hash" else ""
+                    "a completion's; use verifier=exact for text answers)" if self.verifier == "hash" else (
+                    f" (its value {why})" if isinstance(raw[m["answer"]], bool) else "")
                 self._bad_row(where, line, f"column {m['answer']!r} (answer=) gives no gold answer{need}")
                 continue
             meta = {"source": where, "row": line - 1, "prompt_format": prompt.prompt_format}

@@ -20,9 +20,11 @@ or whose answer holds no number (``"#### twelve"``: a completion echoing the
 same words would otherwise score 1.0 by text comparison) or several
 (``"#### 3:30"``), a row whose question or answer is missing, null, not a
 string or blank (the check ``jsonl:`` data gets:
-:func:`~gradprobe.tasks.base.text_cell_problem`), and a row whose text is not
+:func:`~gradprobe.tasks.base.text_cell_problem`), a row whose text is not
 UTF-8 (bytes that are not, or an unpaired surrogate escape such as
-``"\\ud800"``: :func:`~gradprobe.tasks.base.unencodable_text`) is an error
+``"\\ud800"``: :func:`~gradprobe.tasks.base.unencodable_text`), and a row that names a key
+twice or a line that is no JSON (its cause named where known:
+:func:`~gradprobe.tasks.base.parse_json_row`) is an error
 (:class:`DatasetFormatError`, naming file, line and fix), or, with
 ``skip_malformed=True``, skipped, counted (``self.skipped``) and warned about;
 never dropped silently. Heldout rows whose
@@ -38,7 +40,6 @@ Ids are ``"gsm8k/<file stem>/<0-based line index>"``, e.g. ``"gsm8k/test/12"``.
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 
@@ -46,8 +47,8 @@ import numpy as np
 
 from gradprobe.tasks.base import (TRAIN_ONLY_FOLDER, DatasetFormatError, Problem, Task, TaskConfigError,
                                   decoded_rows, drop_train_prompts, file_lines, known_length, no_rows_error,
-                                  relative_note, removed_heldout_note, text_cell_problem, unencodable_text,
-                                  warn_repeated_train_prompts)
+                                  parse_json_row, relative_note, removed_heldout_note, text_cell_problem,
+                                  unencodable_text, warn_repeated_train_prompts)
 from gradprobe.tasks.verify import drop_thousands_separators, numeric_gold
 
 __all__ = ["GSM8KTask", "gold_from_solution"]
@@ -158,10 +159,9 @@ class GSM8KTask(Task):
             if isinstance(raw, str):
                 if not raw.strip():
                     continue  # blank lines are not rows
-                try:
-                    raw = json.loads(raw)
-                except json.JSONDecodeError as err:
-                    self._bad_row(where, line, f"not valid JSON ({err.msg})")
+                raw, why = parse_json_row(raw, line)  # a key given twice, NUL bytes, CR-only line endings named
+                if why:
+                    self._bad_row(where, line, why)
                     continue
             if not isinstance(raw, dict):
                 self._bad_row(where, line, f"not a JSON object (got {type(raw).__name__})")
