@@ -13,6 +13,7 @@ import abc
 import functools
 import json
 import numbers
+import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,17 +164,17 @@ def parse_json_row(text: str, line: int) -> tuple[object, str | None]:
       without a word, so every gold could be wrong; refused whatever the values (:func:`_unique_keys`);
     - NUL bytes: a tail of them (a file cut short by a crash and padded) or NULs inside the text (UTF-16);
     - carriage returns alone between rows (a file with CR-only line endings reads as one line of several rows);
+    - arrays or objects nested deeper than Python's JSON parser reads (its recursion limit), where a row nests a
+      few levels;
     - otherwise ``not valid JSON (<the parser's message>)``.
-
-    Raises
-    ------
-    RecursionError
-        Nesting deeper than Python's JSON parser reads (as ``json.loads`` raises it).
     """
     try:
         return json.loads(text, object_pairs_hook=_unique_keys), None
     except _RepeatedKey as err:
         return None, err.why
+    except RecursionError:
+        return None, (f"its arrays or objects nest deeper than Python's JSON parser reads (its recursion limit, "
+                      f"{sys.getrecursionlimit()} levels), where a row nests a few levels: the row is damaged")
     except json.JSONDecodeError as err:
         if "\x00" in text:
             return None, _nul_cause(text, line)

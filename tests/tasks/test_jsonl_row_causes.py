@@ -141,3 +141,20 @@ def test_crlf_and_good_files_still_load(tmp_path):
     task = load_task(f"jsonl:{f}")
     assert sorted(p.answer for p in task.split_rows("train") + task.split_rows("heldout")) == [str(i + 1)
                                                                                              for i in range(6)]
+
+
+def test_a_row_nested_too_deep_is_named_with_its_line(tmp_path):
+    import sys
+
+    f = tmp_path / "deep.jsonl"
+    f.write_bytes(_good_bytes() + b'{"question": ' + b"[" * 100_000 + b"]" * 100_000 + b', "answer": "#### 2"}\n')
+    with pytest.raises(DatasetFormatError) as e:
+        load_task(f"jsonl:{f}").split_rows("train")
+    assert str(e.value).startswith(
+        f"{f}, line 7: its arrays or objects nest deeper than Python's JSON parser reads (its recursion limit, "
+        f"{sys.getrecursionlimit()} levels), where a row nests a few levels: the row is damaged; ")
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        task = load_task(f"jsonl:{f}:skip_malformed=true")
+        rows = task.split_rows("train") + task.split_rows("heldout")
+    assert task.skipped == 1 and sorted(p.answer for p in rows) == [str(i + 1) for i in range(6)]
