@@ -16,15 +16,17 @@ torch-bound) is imported inside the functions that run it.
 from __future__ import annotations
 
 import inspect
+import numbers
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..layout import PROBE_JSON, rerun_advice
 from ..outputs import api_out, naming_out, read_probe_json
 from ..probe_settings import DEFAULT_TASK, ProbeConfig, check_forecaster
+from ..training.coerce import echo_value
 from .probe_result import ProbeFileError, ProbeResult, load_probe
 
 __all__ = ["ProbeResult", "probe", "load_probe", "ProbeFileError"]
@@ -199,10 +201,10 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
     Raises
     ------
     ValueError
-        An unknown setting (the valid names are listed), a bad value (the field is named: ``continuations
-        (--continuations) must be >= 1``), an unknown ``forecaster`` (the valid ones listed), an empty ``out`` or
-        ``reference_curve``, an unknown reward, model or task, a bad ``rewards`` entry, a bad ``guidance``, a task
-        without reference solutions, a template that drops the hint (before any compute); non-finite advantages.
+        Unknown setting (valid names listed; ``bootstrap``, an option's name: its keyword ``n_bootstrap``), bad value
+        (field named: ``continuations (--continuations) must be >= 1``; ``seed`` outside [0, 2**63 - 1]), unknown
+        ``forecaster``, empty ``out`` or ``reference_curve``, unknown reward, model or task, bad ``rewards`` entry or
+        ``guidance``, no reference solutions, a template dropping the hint (before compute); non-finite advantages.
     gradprobe.rewards.RewardFunctionError
         A reward raised (``sys.exit()`` too) or returned something unusable; its attribute ``reward`` names it.
     TypeError
@@ -233,21 +235,68 @@ _COMMAND_LINE_ONLY = {
     "reference_curve_scale": "pass reference_curve=gradprobe.forecast.load_reference_curve(PATH, "
                              "accuracy_scale=...)",
     "initial_accuracy": "pass reference_curve=gradprobe.forecast.load_reference_curve(PATH, initial_accuracy=...)",
+    "trl_config": "gradprobe.probe reads no TRL config file; pass the settings it maps as keywords (loss_type, group, "
+                  "max_new_tokens, lr, temperature, top_p, seed, precondition, update_prompts) and its scale_rewards "
+                  "as the outcome variant among rewards (outcome, outcome_batch or outcome_dr)",
 }
+
+#: ``gradprobe probe`` options whose keyword in Python is another name: the option's name (as a keyword, ``--bootstrap``
+#: -> ``bootstrap``) -> (the keyword of :func:`probe`, whether it is the option negated: ``--no-progress`` is
+#: ``progress=False``). Every other option of the command is a keyword of the same name (a setting of
+#: :meth:`ProbeConfig.from_dict` or an argument of :func:`probe`) or in :data:`_COMMAND_LINE_ONLY`.
+_PYTHON_NAMES = {
+    "bootstrap": ("n_bootstrap", False),
+    "generation_batch_size": ("batch_size", False),
+    "no_progress": ("progress", True),
+}
+
+#: The largest seed: numpy's and torch's generators take seeds in [0, 2**63 - 1], as ``--seed`` does
+_MAX_SEED = 2**63 - 1
 
 
 def _refuse_command_line_only(settings: dict) -> None:
-    """ValueError for a ``gradprobe probe`` option given to :func:`probe` by its Python name where the API takes it
-    another way (:data:`_COMMAND_LINE_ONLY`: the way named); the settings' own check names any other unknown key."""
-    for key in sorted(set(settings) & set(_COMMAND_LINE_ONLY)):
+    """ValueError for a ``gradprobe probe`` option given to :func:`probe` by its command-line name where the API takes
+    it another way (:data:`_COMMAND_LINE_ONLY`: the way named) or under another keyword (:data:`_PYTHON_NAMES`: the
+    keyword named, with the value given: ``pass n_bootstrap=50``); the settings' own check names any other unknown
+    key."""
+    for key in sorted(set(settings) & (set(_COMMAND_LINE_ONLY) | set(_PYTHON_NAMES))):
+        if key in _PYTHON_NAMES:
+            name, negated = _PYTHON_NAMES[key]
+            value = settings[key]
+            if negated:  # --no-progress given as no_progress=True is progress=False
+                value = not value if isinstance(value, numbers.Integral) else False
+            way = f"pass {name}={echo_value(value)}, its name in Python"
+        else:
+            way = _COMMAND_LINE_ONLY[key]
         raise ValueError(f"{key} is no setting of gradprobe.probe (it is --{key.replace('_', '-')} of the command "
-                         f"line): {_COMMAND_LINE_ONLY[key]}")
+                         f"line): {way}")
+
+
+def _check_seed(settings: dict) -> None:
+    """ValueError, before any model loads, for a whole-number seed outside [0, 2**63 - 1] (:data:`_MAX_SEED`: what
+    ``--seed`` takes, as ``gradprobe train``'s does), given as ``seed=`` or in ``batch=`` (a dict; a BatchSettings
+    refuses one when made): numpy's and torch's generators would refuse it only after the model loaded, in their own
+    words that name no setting. The message is that of :func:`gradprobe.train`'s seed: ``seed must be an integer in [0,
+    2**63 - 1] (it seeds numpy and torch; --seed), got 18446744073709551616`` (``batch.seed`` for one in ``batch=``; a
+    long value shortened, :func:`~gradprobe.training.coerce.echo_value`). A seed of another type is left to the
+    settings' own check (``seed must be an integer, got '5' (str)``)."""
+    batch = settings.get("batch")
+    given = [("seed", settings.get("seed"))]
+    if isinstance(batch, Mapping):  # a BatchSettings checks its own seed when made
+        given.append(("batch.seed", batch.get("seed")))
+    for name, value in given:
+        whole = (isinstance(value, numbers.Integral) and not isinstance(value, bool)) or (
+            isinstance(value, float) and value.is_integer())
+        if whole and not 0 <= value <= _MAX_SEED:
+            raise ValueError(f"{name} must be an integer in [0, 2**63 - 1] (it seeds numpy and torch; --seed), "
+                             f"got {echo_value(value)}")
 
 
 def _config_and_rewards(model: str, task, rewards, settings: dict) -> tuple[ProbeConfig, dict]:
     """(config, {name: Reward} of the rewards that are no registered name) of :func:`probe`'s arguments;
     ``rewards`` may be one comma-separated string."""
     _refuse_command_line_only(settings)
+    _check_seed(settings)
     if isinstance(rewards, str):
         rewards = [r.strip() for r in rewards.split(",") if r.strip()]
     if not isinstance(rewards, Sequence):

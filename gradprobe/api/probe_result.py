@@ -764,7 +764,9 @@ def load_probe(dir: str | Path) -> ProbeResult:
         (:func:`gradprobe.layout.study_probe_advice`) rather than ``gradprobe probe --out``; or ``dir`` holds part
         of a probe (``.earlier-probe/manifest.json``: a probe was killed while moving the earlier probe's files,
         :mod:`gradprobe.probe.output`), named with the fix; or ``dir`` holds a probe killed before it was complete
-        (its :data:`~gradprobe.layout.UNFINISHED_PROBE`: its ``probe.json`` may lack the forecast), with the fix.
+        (its :data:`~gradprobe.layout.UNFINISHED_PROBE`: its ``probe.json`` may lack the forecast), with the fix; or
+        ``dir`` holds that record and no ``probe.json`` (a probe killed before it wrote one, or one still running):
+        said so, with the command that probes again.
     ValueError
         ``probe.json`` is not valid JSON (a UTF-8 byte-order mark is read), or not a JSON object with a ``rewards``
         list (named); a reward entry's ``tokens_per_update`` or ``seconds_per_update`` is no finite number > 0
@@ -796,8 +798,8 @@ def load_probe(dir: str | Path) -> ProbeResult:
 
 def _probe_file(path: Path) -> Path:
     """The ``probe.json`` :func:`load_probe` reads at ``path`` (a folder, or the file), or ProbeFileError as it
-    documents (missing, with the study's fix for a study's probe; a killed probe's earlier files or its manifest
-    there)."""
+    documents (missing, with the study's fix for a study's probe; a killed probe's earlier files, its manifest or,
+    without ``probe.json``, its record of what it was writing there)."""
     file = path / PROBE_JSON if path.is_dir() or (not path.exists() and not path.suffix) else path
     if not file.is_file():
         missing = file if path.exists() else path
@@ -806,6 +808,11 @@ def _probe_file(path: Path) -> Path:
             raise ProbeFileError(f"{missing} not found: a probe was killed while it replaced the one in "
                                  f"{file.parent}, whose files are kept in {earlier.parent}; the next `gradprobe probe "
                                  f"--out {file.parent}` restores them first, or move them back by hand")
+        if os.path.lexists(file.parent / UNFINISHED_PROBE):  # a probe's record, no probe.json yet: killed or running
+            raise ProbeFileError(f"{missing} not found: {file.parent} holds what a probe killed before it wrote "
+                                 f"{PROBE_JSON} left (its {UNFINISHED_PROBE} is there), or a probe still running "
+                                 f"there; once none runs, run `gradprobe probe --out {shell_word(file.parent)}` again "
+                                 "(with the same settings), which replaces what it left")
         owner = probe_study(file.parent)  # a study's probe (or guided arm's), arms.json or not: the study's fix
         if owner is not None:
             raise ProbeFileError(f"{missing} not found; {study_probe_advice(owner, file, missing=True)}")

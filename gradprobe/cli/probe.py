@@ -30,7 +30,8 @@ from ..layout import CALIBRATED_JSON, PROBE_JSON
 from ..probe_settings import (DEFAULT_MC, FORECASTERS, BatchSettings, BudgetSettings, ModelSettings, ProbeConfig,
                               ReferenceSettings, RunSettings, TaskSettings, UpdateSettings)
 from ..tables import shown
-from .args import HelpFormatter, CALIBRATION_PATH, MODEL_HELP, flag_named, in_path, integer, out_path, token_count
+from .args import (HelpFormatter, CALIBRATION_PATH, MODEL_HELP, flag_named, in_path, integer, out_path, seed_int,
+                   token_count)
 
 __all__ = ["probe_main", "interrupt_message", "Terminated", "terminate_cleanly"]
 
@@ -157,7 +158,7 @@ def _add_run_options(p) -> None:
     p.add_argument("--bootstrap", type=integer, default=RunSettings.n_bootstrap, help=_BOOTSTRAP_HELP)
     p.add_argument("--micro-batch-size", type=integer, default=UpdateSettings.micro_batch_size,
                    help="rows per forward/backward (memory; the results do not depend on it)")
-    p.add_argument("--seed", type=integer, default=BatchSettings.seed,
+    p.add_argument("--seed", type=seed_int, default=BatchSettings.seed,  # as train's: checked before any model loads
                    help="seed of the probe: which prompts are drawn and how they are sampled")
     p.add_argument("--device", default=ModelSettings.device, help="torch device of the model (cpu, cuda, cuda:1...)")
     p.add_argument("--dtype", default=ModelSettings.dtype, choices=list(DTYPE_NAMES),

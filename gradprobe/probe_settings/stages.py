@@ -96,7 +96,8 @@ class TaskSettings:
 class BatchSettings:
     """The probe batch: ``prompts`` B training prompts x ``group`` G completions, sampled with ``seed``.
 
-    Raises ValueError: B < 1, G < 2 (group-relative advantages need two completions), seed < 0.
+    Raises ValueError: B < 1, G < 2 (group-relative advantages need two completions), seed outside [0, 2**63 - 1]
+    (what numpy's and torch's generators take, as ``--seed`` checks it).
     """
 
     prompts: int = 16
@@ -108,8 +109,10 @@ class BatchSettings:
             raise ValueError(f"prompts (--prompts) must be >= 1, got {self.prompts}")
         if self.group < 2:
             raise ValueError(f"group (--group) must be >= 2 (group-relative advantages need two completions), got {self.group}")
-        if self.seed < 0:
-            raise ValueError(f"seed (--seed) must be >= 0, got {self.seed}")
+        if not 0 <= self.seed <= 2**63 - 1:  # numpy's and torch's generators: any path to a probe (a TRL config too)
+            text = str(self.seed)
+            shown = text if len(text) <= 80 else f"{text[:40]}... ({len(text)} characters)"
+            raise ValueError(f"seed (--seed) must be in [0, 2**63 - 1] (it seeds numpy and torch), got {shown}")
 
 
 @dataclass(frozen=True)
