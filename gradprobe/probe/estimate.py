@@ -56,6 +56,7 @@ from torch import Tensor
 
 from ..grpo.loss_types import GROUP_PARTS
 from ..grpo.losses import probe_advantages
+from ..rewards.output import advantage_overflow
 from .signal_proxy import signal_proxy_group_sums, token_probability_stats
 
 __all__ = ["RewardEstimate", "group_sums", "estimate_rewards", "token_probability_stats",
@@ -241,12 +242,16 @@ def estimate_rewards(alignment: Tensor, rewards: dict[str, Tensor], *, completio
     ValueError
         No rewards, a reward without ``tokens_per_update`` (or seconds with ``budget_seconds``),
         non-positive budgets or token counts, ``n_bootstrap < 0``, or invalid shapes (see
-        :func:`group_sums`).
+        :func:`group_sums`); a reward's advantages above
+        :data:`~gradprobe.rewards.output.MAX_ABS_ADVANTAGE` on the completion mask, where the bootstrap's
+        variance overflows float64 (:func:`~gradprobe.rewards.output.advantage_overflow`: largest |A|, fix); or,
+        the last line, a non-finite number in an estimate (an overflow all the same: :func:`_check_finite`), named
+        by reward and field.
     """
     names = list(rewards)
     _check_estimate_inputs(alignment, rewards, n_bootstrap=n_bootstrap, tokens_per_update=tokens_per_update,
                            budget_tokens=budget_tokens, seconds_per_update=seconds_per_update,
-                           budget_seconds=budget_seconds)
+                           budget_seconds=budget_seconds, completion_mask=completion_mask)
     stacked = torch.stack([rewards[k].to(alignment.device) for k in names])  # (R, N, T)
     num_t, den_t = group_sums(alignment, stacked, completion_mask, group_size, loss_type=loss_type,
                               max_completion_length=max_completion_length)
@@ -260,11 +265,13 @@ def estimate_rewards(alignment: Tensor, rewards: dict[str, Tensor], *, completio
 
     meta = {"loss_type": loss_type, "num_groups": b, "n_bootstrap": n_bootstrap, "lr": lr,
             "budget_tokens": budget_tokens, "budget_seconds": budget_seconds, "seed": seed}
-    return [_reward_estimate(
+    estimates = [_reward_estimate(
         name, float(estimate[r]), per_group[r],
         None if intervals is None else ((float(intervals[r, 0]), float(intervals[r, 1])), float(stds[r])),
         tokens=tokens_per_update[name], seconds_per_update=seconds_per_update, gradient_norms=gradient_norms,
         direction_norm=direction_norm, meta=meta) for r, name in enumerate(names)]
+    _check_finite(estimates, stds, stacked, alignment, completion_mask)
+    return estimates
 
 
 def _reward_estimate(name: str, est: float, per_group: np.ndarray, bootstrap: tuple | None, *, tokens: int,
@@ -299,8 +306,11 @@ def _reward_estimate(name: str, est: float, per_group: np.ndarray, bootstrap: tu
 
 def _check_estimate_inputs(alignment: Tensor, rewards: dict[str, Tensor], *, n_bootstrap: int,
                            tokens_per_update: dict[str, int], budget_tokens: float,
-                           seconds_per_update: dict[str, float] | None, budget_seconds: float | None) -> None:
-    """The ``ValueError`` checks of :func:`estimate_rewards` (its Raises section), in its order."""
+                           seconds_per_update: dict[str, float] | None, budget_seconds: float | None,
+                           completion_mask: Tensor) -> None:
+    """The ``ValueError`` checks of :func:`estimate_rewards` (its Raises section), in its order; a reward's
+    advantages are checked for size (:func:`~gradprobe.rewards.output.advantage_overflow`) on the completion mask
+    when it has their shape (else :func:`group_sums` names the mismatch)."""
     names = list(rewards)
     if not names:
         raise ValueError("estimate_rewards needs at least one reward")
@@ -312,6 +322,10 @@ def _check_estimate_inputs(alignment: Tensor, rewards: dict[str, Tensor], *, n_b
         if tuple(rewards[name].shape) != tuple(alignment.shape):
             raise ValueError(f"reward {name!r}: advantages have shape {tuple(rewards[name].shape)}, the alignment "
                              f"{tuple(alignment.shape)}; both must be (N, T) of the same probe batch")
+        mask = completion_mask.bool() if tuple(completion_mask.shape) == tuple(alignment.shape) else None
+        refusal = advantage_overflow(rewards[name], f"reward {name!r}", mask)
+        if refusal is not None:
+            raise ValueError(refusal)
         if name not in tokens_per_update or not tokens_per_update[name] > 0:
             raise ValueError(f"tokens_per_update has no positive token count for reward {name!r}; "
                              "pass the generated tokens one update of it costs (ledger of the probe batch)")
@@ -330,7 +344,47 @@ def _bootstrap_summary(num: np.ndarray, den: np.ndarray, n_bootstrap: int, seed:
         warnings.warn(f"bootstrap over prompts needs at least 2 groups, the batch has {b}: no interval or snr",
                       stacklevel=3)  # points at the caller of estimate_rewards
         return None, None
-    boot = _bootstrap(num, den, n_bootstrap, seed)  # (n_bootstrap, R)
-    intervals = np.percentile(boot, [2.5, 97.5], axis=0).T + 0.0  # (R, 2); +0.0 turns -0.0 into 0.0
-    stds = boot.std(axis=0, ddof=1) if n_bootstrap > 1 else np.zeros(n_rewards)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused by name: _check_finite
+        boot = _bootstrap(num, den, n_bootstrap, seed)  # (n_bootstrap, R)
+        intervals = np.percentile(boot, [2.5, 97.5], axis=0).T + 0.0  # (R, 2); +0.0 turns -0.0 into 0.0
+        stds = boot.std(axis=0, ddof=1) if n_bootstrap > 1 else np.zeros(n_rewards)
     return intervals, stds
+
+
+def _check_finite(estimates: list[RewardEstimate], stds: np.ndarray | None, advantages: Tensor, alignment: Tensor,
+                  completion_mask: Tensor) -> None:
+    """Refuse an estimate holding a non-finite number (an overflow of float64), before anything writes it.
+
+    Every number of a :class:`RewardEstimate` is finite when its inputs are (:func:`group_sums` checks them) and
+    within float64, except ``snr``, inf when the bootstrap's standard deviation is exactly 0; the standard
+    deviation (``stds``, (R,)) is checked instead. Advantages within
+    :data:`~gradprobe.rewards.output.MAX_ABS_ADVANTAGE` keep the squares finite for any realistic alignment, so
+    this is the last line behind that check: an inf here was written as a stored SNR of 0.0 (the variance
+    overflowed) or refused only when ``probe.json`` was read back. ``advantages``: (R, N, T), the rewards' in order.
+
+    Raises
+    ------
+    ValueError
+        Naming the reward, the field, the largest |A| of its advantages and |a| of the alignment on the mask, and
+        the fix (rescale the reward).
+    """
+    mask = completion_mask.bool().to(alignment.device)
+    zero = torch.zeros((), dtype=torch.float64, device=alignment.device)
+    for r, est in enumerate(estimates):
+        fields = {"inner_product": [est.inner_product], "interval": est.interval or [],
+                  "bootstrap standard deviation": [] if stds is None else [stds[r]],
+                  "predicted_gain_per_update": [est.predicted_gain_per_update],
+                  "gain_interval_per_update": est.gain_interval_per_update or [],
+                  "predicted_gain_at_budget": [est.predicted_gain_at_budget],
+                  "gain_interval_at_budget": est.gain_interval_at_budget or [],
+                  "predicted_gain_at_time_budget": [est.predicted_gain_at_time_budget],
+                  "cosine": [est.cosine], "per_group": est.per_group}
+        for field_name, values in fields.items():
+            bad = [float(v) for v in values if v is not None and not math.isfinite(float(v))]
+            if not bad:
+                continue
+            adv = float(torch.where(mask, advantages[r].to(mask.device, torch.float64), zero).abs().max())
+            align = float(torch.where(mask, alignment.to(torch.float64), zero).abs().max())
+            raise ValueError(f"reward {est.name!r}: the probe's {field_name} is {bad[0]} (float64 overflow: its "
+                             f"advantages reach |A| = {adv:.3g}, the alignment |a| = {align:.3g}): rescale the "
+                             "reward (divide its scores or advantages by a constant)")

@@ -7,10 +7,13 @@ no-grad forward; :func:`signal_proxy_group_sums` turns them into per-group sums 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor
 
 from ..logprobs import position_ids_from_mask
+from ..rewards.output import advantage_overflow
 
 __all__ = ["token_probability_stats", "signal_proxy_group_sums"]
 
@@ -59,7 +62,7 @@ def token_probability_stats(model, batch, *, micro_batch_size: int = 8) -> tuple
 
 
 def signal_proxy_group_sums(advantages: Tensor, pi: Tensor, sum_pi_squared: Tensor, completion_mask: Tensor,
-                            group_size: int) -> Tensor:
+                            group_size: int, *, names: Sequence[str] | None = None) -> Tensor:
     """Per-group sums of verl's forward-only gradient-power proxy A_n^2 W_n.
 
     verl (volcengine/verl, ``verl/trainer/ppo/metric_utils.py``, ``compute_variance_proxy_metrics``,
@@ -81,6 +84,8 @@ def signal_proxy_group_sums(advantages: Tensor, pi: Tensor, sum_pi_squared: Tens
     completion_mask : BoolTensor, shape (N, T)
     group_size : int
         G; rows are prompt-major.
+    names : sequence of str, optional
+        The rewards' names, in the order of ``advantages``' first axis, for the messages (else their index).
 
     Returns
     -------
@@ -91,7 +96,10 @@ def signal_proxy_group_sums(advantages: Tensor, pi: Tensor, sum_pi_squared: Tens
     Raises
     ------
     ValueError
-        Mismatched shapes, N not a multiple of G, or non-finite values on the mask.
+        Mismatched shapes, N not a multiple of G, or non-finite values on the mask; advantages above
+        :data:`~gradprobe.rewards.output.MAX_ABS_ADVANTAGE` on the mask, whose squares overflow float64
+        (:func:`~gradprobe.rewards.output.advantage_overflow`: the reward, its largest |A|, the fix); or, the last
+        line, a non-finite sum all the same (named by reward), so no inf reaches ``probe.json``.
     """
     mask = completion_mask.bool()
     n, t = mask.shape
@@ -106,7 +114,21 @@ def signal_proxy_group_sums(advantages: Tensor, pi: Tensor, sum_pi_squared: Tens
     w_tok = torch.where(mask, 1.0 - 2.0 * pi.to(torch.float64) + sum_pi_squared.to(torch.float64), zero)
     if not (torch.isfinite(adv).all() and torch.isfinite(w_tok).all()):
         raise ValueError("advantages or token probabilities are not finite on the completion mask")
+    stacked = adv.reshape(-1, n, t)  # (R, N, T), R = 1 for one reward
+    who = [f"reward {names[r]!r}" if names is not None and r < len(names) else
+           (f"the reward at advantages[{r}]" if adv.dim() == 3 else "the reward") for r in range(stacked.shape[0])]
+    for r, label in enumerate(who):
+        refusal = advantage_overflow(stacked[r], label)  # adv is 0 off the mask already
+        if refusal is not None:
+            raise ValueError(refusal)
     a_row = adv.sum(-1) / m.sum(-1).clamp(min=1.0)  # (N,) or (R, N): masked mean over tokens
     w_row = w_tok.sum(-1).clamp(min=0.0)  # (N,): W clamped at 0 as verl does
     power = a_row ** 2 * w_row
-    return power.unflatten(-1, (n // group_size, group_size)).sum(-1)
+    sums = power.unflatten(-1, (n // group_size, group_size)).sum(-1)
+    bad = ~torch.isfinite(sums.reshape(len(who), -1)).all(-1)
+    if bad.any():  # the last line: within the limit no realistic batch overflows
+        r = int(bad.nonzero()[0, 0])
+        raise ValueError(f"{who[r]}: the signal proxy's per-group sum of A^2 W is not finite (float64 overflow: "
+                         f"its advantages reach |A| = {float(stacked[r].abs().max()):.3g}): rescale the reward "
+                         "(divide its scores or advantages by a constant)")
+    return sums

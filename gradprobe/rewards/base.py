@@ -35,7 +35,7 @@ import torch
 from ..config import MCConfig, SamplingConfig
 from ..ledger import CATEGORIES, Ledger
 from ..types import RolloutBatch
-from .output import UnwritableStatError, type_name, writable_stats
+from .output import UnwritableStatError, advantage_overflow, type_name, writable_stats
 
 
 class UnknownRewardError(ValueError):
@@ -261,7 +261,11 @@ def checked_output(out: RewardOutput, name: str, batch: RolloutBatch) -> RewardO
         .writable_stats`: an array, a set, bytes...; numpy scalars and 0-d tensors are converted), or a key gradprobe
         reads itself (:data:`READ_STATS`) that is not a number of its kind; or ``name`` is registered with
         ``rollout_only=True`` (:data:`ROLLOUT_ONLY`) and ``generated_tokens`` reports tokens
-        (:func:`_check_rollout_only`). The one-line message names the reward, the field, the value and the fix.
+        (:func:`_check_rollout_only`); or ``advantages`` on a completion's token of a row with a reward exceed
+        :data:`~gradprobe.rewards.output.MAX_ABS_ADVANTAGE` in size, where the probe's statistics (which square them)
+        overflow float64 and training's float32 loss would too (:func:`~gradprobe.rewards.output.advantage_overflow`:
+        the largest |A| and the fix, rescale the reward). The one-line message names the reward, the field, the
+        value and the fix.
     """
     if not isinstance(out, RewardOutput):
         raise RewardFunctionError(f"reward {name!r} returned {type(out).__name__}, expected a RewardOutput")
@@ -284,6 +288,8 @@ def checked_output(out: RewardOutput, name: str, batch: RolloutBatch) -> RewardO
     _checked_read_stats(stats, name)
     adv = adv.detach().to(torch.float64)  # advantages are constants of the loss (stop-gradient), never its graph
     keep = valid.to(adv.device)[:, None] & mask.to(adv.device).bool()
+    if (refusal := advantage_overflow(adv, f"reward {name!r}", keep)) is not None:  # before anything squares them
+        raise RewardFunctionError(refusal)
     adv = torch.where(keep, adv, torch.zeros((), dtype=torch.float64, device=adv.device))  # exact zeros
     return dataclasses.replace(out, advantages=adv, valid=valid, generated_tokens=counts, stats=stats)
 

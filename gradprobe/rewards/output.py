@@ -8,16 +8,29 @@ array, a tensor of several values, a set, bytes, an object) fails that write, af
 :func:`writable_stats` checks a reward's ``stats`` when the reward returns, so such a value is refused at the
 update that produced it, naming the key and the fix. It imports nothing of the reward registry, so every place that
 checks a reward's output can call it.
+
+A reward's advantages must also be small enough for the probe's statistics: :func:`advantage_overflow` refuses
+those above :data:`MAX_ABS_ADVANTAGE`, where squaring them overflows float64, before any compute uses them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["UnwritableStatError", "writable_stats", "type_name"]
+__all__ = ["UnwritableStatError", "writable_stats", "type_name", "MAX_ABS_ADVANTAGE", "advantage_overflow"]
 
 #: what the JSON writers hold, named in every refusal
 ACCEPTED = "numbers, strings, bools, None, and lists or dicts of them"
+
+#: Largest |advantage| the probe takes. Its statistics are at most quadratic in the advantages: verl's signal proxy
+#: sums A_n^2 W_n over the rows (W_n at most 2 per token, :func:`gradprobe.probe.signal_proxy.signal_proxy_group_sums`)
+#: and the bootstrap's variance sums n_bootstrap squared replicates of sum_nt w_nt A_nt a_nt (weights w summing to at
+#: most 1, :func:`gradprobe.probe.estimate.estimate_rewards`), so each is at most |A|^2 times a product of counts
+#: (tokens, replicates) and the alignment's square. float64 holds up to 1.8e308 (its square root 1.3e154): |A| up to
+#: 1e100 squares to 1e200 and leaves a factor 1.8e108 for that product, beyond any batch, bootstrap or alignment,
+#: while |A| = 1e150 squares to 1e300 and a sum over a few hundred tokens overflows. GRPO's group-normalised
+#: advantages are at most sqrt(G - 1), so a reward near the limit is mis-scaled, not more informative.
+MAX_ABS_ADVANTAGE = 1e100
 
 
 class UnwritableStatError(TypeError):
@@ -71,6 +84,44 @@ def _writable(x, where: str, inside: tuple[int, ...]):
         return {k: _writable(v, f"{where}[{k!r}]", inside) for k, v in x.items()}
     items = [_writable(v, f"{where}[{i}]", inside) for i, v in enumerate(x)]
     return tuple(items) if isinstance(x, tuple) else items
+
+
+def advantage_overflow(advantages, who: str, keep=None) -> str | None:
+    """The one-line refusal of advantages too large for the probe's statistics, or None when they are within
+    :data:`MAX_ABS_ADVANTAGE`.
+
+    Why: the probe squares the advantages (:data:`MAX_ABS_ADVANTAGE`); above the limit its bootstrap variance
+    overflowed to inf (a stored SNR of 0.0), its signal proxy to inf (refused only when ``probe.json`` was written,
+    after the whole compute, by a message about that file), and its gains printed as 150-digit numbers.
+
+    Parameters
+    ----------
+    advantages : torch.Tensor
+        A reward's advantages, any shape ((N, T) per token); read with tensor methods only (this module imports no
+        torch).
+    who : str
+        How the message names them: ``"reward 'NAME'"``.
+    keep : torch.Tensor of bool, optional
+        The entries the probe reads, of ``advantages``' shape (the completion mask, and rows with a reward); all
+        by default. Non-finite values are left to the callers' own checks (a NaN reward must be masked).
+
+    Returns
+    -------
+    str or None
+        ``"{who} returned advantages up to |A| = ..."`` naming the largest finite |A| on ``keep``, the limit, why
+        and the fix (rescale the reward); None when that largest |A| is at most the limit (or nothing is kept).
+    """
+    a = advantages.detach().double().abs()  # a bool or int tensor too: checked_output makes it float64
+    if keep is not None:
+        a = a[keep.to(a.device)]
+    a = a[a.isfinite()]
+    largest = float(a.max()) if a.numel() else 0.0
+    if largest <= MAX_ABS_ADVANTAGE:
+        return None
+    return (f"{who} returned advantages up to |A| = {largest:.3g}, above the {MAX_ABS_ADVANTAGE:.0e} the probe takes: "
+            "its statistics square them (the bootstrap's variance, verl's signal proxy A^2 W), which overflows "
+            "float64 (largest 1.8e308); rescale the reward (divide its scores or advantages by a constant; GRPO's "
+            "group-normalised advantages are at most sqrt(G - 1))")
 
 
 def type_name(value) -> str:

@@ -11,7 +11,8 @@
   through a check (:func:`checked_native`): an exception it raises, or a return that is not a
   :class:`~gradprobe.rewards.base.RewardOutput` with advantages (N, T) and valid (N,), becomes a
   :class:`~gradprobe.rewards.base.RewardFunctionError` naming the reward, as the TRL-style wrapper's errors do
-  (its ``stats``, which must be what gradprobe can write, and the detach of its advantages from any autograd graph
+  (its ``stats``, which must be what gradprobe can write, advantages too large for the probe's statistics
+  (:func:`gradprobe.rewards.output.advantage_overflow`) and the detach of its advantages from any autograd graph
   are checked where every reward's output enters: :func:`gradprobe.rewards.base.checked_output`).
 
 A module name is looked up with the working directory first on ``sys.path``, as ``python -m`` does; a file's
@@ -582,7 +583,7 @@ def checked_native(fn, name: str) -> Reward:
                 got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
                 raise RewardFunctionError(f"reward {name!r} returned {field} of shape {got}, expected {shape} "
                                           f"(N = B * G completions x T completion tokens): {form}")
-        return out  # its stats and the detach: checked_output, where every reward's output enters
+        return out  # its stats, its size and the detach: checked_output, where every reward's output enters
 
     reward.native_source = fn  # what it checks: the reward's identity (gradprobe.rewards.base._where)
     return reward

@@ -24,6 +24,7 @@ import numbers
 import signal
 import threading
 
+import numpy as np
 import torch
 
 from ..grpo.advantages import DEFAULT_SCALE, check_scale
@@ -59,11 +60,14 @@ def trl_columns(batch: RolloutBatch) -> dict[str, list]:
 
 
 def _to_float(value, name: str, index: int) -> float:
+    """One completion's reward as a float: None as NaN (no reward), a bool (Python's or numpy's: ``list(arr ==
+    gold)`` holds ``np.True_``) as 1.0 or 0.0, a number or a one-value tensor as its value; RewardFunctionError
+    naming the reward, the index and the type for anything else."""
     if value is None:
         return math.nan
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         value = value.item()
-    if isinstance(value, bool) or isinstance(value, numbers.Real):
+    if isinstance(value, (bool, np.bool_)) or isinstance(value, numbers.Real):  # np.bool_ is not numbers.Real
         return float(value)
     raise RewardFunctionError(f"reward {name!r} returned {type(value).__name__} {value!r} at index {index}; "
                               "expected a number or None")
@@ -189,9 +193,9 @@ def sequence_reward(fn, *, name: str | None = None, scale: str = DEFAULT_SCALE):
     RewardFunctionError
         (when the reward is called) ``fn`` requires a parameter no column gives (the columns it could name are
         listed), raised (chained as ``__cause__``; ``SystemExit`` too; the message on one line, :func:`one_line`),
-        returned a non-sequence (a dict too), a sequence of the wrong length, a tensor or numpy array of a shape
-        other than (N,) or (N, 1) (:func:`_row_values`: a (G, B) table is not read in another order), or a
-        non-numeric value.
+        returned a non-sequence (a dict too; None as a whole: None means no reward for one completion), a sequence
+        of the wrong length, a tensor or numpy array of a shape other than (N,) or (N, 1) (:func:`_row_values`: a
+        (G, B) table is not read in another order), or a non-numeric value (a bool, numpy's too, is 1.0 or 0.0).
     ValueError
         Unknown ``scale``.
     TypeError
@@ -219,8 +223,9 @@ def sequence_reward(fn, *, name: str | None = None, scale: str = DEFAULT_SCALE):
             columns = {k: v for k, v in columns.items() if k in accepts}
         values = _row_values(call_reward(fn, reward_name, **columns), reward_name, batch.num_rows)  # as TRL calls
         if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__len__"):
-            raise RewardFunctionError(f"reward {reward_name!r} returned {type(values).__name__}; "
-                                      f"expected a list of {batch.num_rows} floats or None")
+            raise RewardFunctionError(f"reward {reward_name!r} returned {type(values).__name__}; expected a list of "
+                                      f"{batch.num_rows} values, one per completion: a float, or None for no reward "
+                                      "for that completion (the return itself must be a list)")
         if len(values) != batch.num_rows:
             raise RewardFunctionError(f"reward {reward_name!r} returned {len(values)} values for {batch.num_rows} "
                                       "completions (N = B * G); return one float or None per completion")

@@ -69,7 +69,8 @@ def test_a_required_column_the_task_lacks_names_the_columns_it_gives(plugins):
 
 def test_a_dict_return_is_named(plugins):
     with pytest.raises(RewardFunctionError, match=r"^reward 'forms_mod:returns_dict' returned dict; expected a list "
-                                                  r"of 4 floats or None$"):
+                                                  r"of 4 values, one per completion: a float, or None for no reward "
+                                                  r"for that completion \(the return itself must be a list\)$"):
         plugins("returns_dict")(BATCH, None)
 
 
