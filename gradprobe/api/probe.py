@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..layout import PROBE_JSON, rerun_advice
 from ..outputs import api_out, naming_out, read_probe_json
-from ..probe_settings import DEFAULT_TASK, ProbeConfig, check_forecaster
+from ..probe_settings import DEFAULT_TASK, MAX_SEED, ProbeConfig, check_forecaster
 from ..training.coerce import echo_value
 from .probe_result import ProbeFileError, ProbeResult, load_probe
 
@@ -250,9 +250,6 @@ _PYTHON_NAMES = {
     "no_progress": ("progress", True),
 }
 
-#: The largest seed: numpy's and torch's generators take seeds in [0, 2**63 - 1], as ``--seed`` does
-_MAX_SEED = 2**63 - 1
-
 
 def _refuse_command_line_only(settings: dict) -> None:
     """ValueError for a ``gradprobe probe`` option given to :func:`probe` by its command-line name where the API takes
@@ -273,13 +270,14 @@ def _refuse_command_line_only(settings: dict) -> None:
 
 
 def _check_seed(settings: dict) -> None:
-    """ValueError, before any model loads, for a whole-number seed outside [0, 2**63 - 1] (:data:`_MAX_SEED`: what
-    ``--seed`` takes, as ``gradprobe train``'s does), given as ``seed=`` or in ``batch=`` (a dict; a BatchSettings
-    refuses one when made): numpy's and torch's generators would refuse it only after the model loaded, in their own
-    words that name no setting. The message is that of :func:`gradprobe.train`'s seed: ``seed must be an integer in [0,
-    2**63 - 1] (it seeds numpy and torch; --seed), got 18446744073709551616`` (``batch.seed`` for one in ``batch=``; a
-    long value shortened, :func:`~gradprobe.training.coerce.echo_value`). A seed of another type is left to the
-    settings' own check (``seed must be an integer, got '5' (str)``)."""
+    """ValueError, before any model loads, for a whole-number seed outside [0, 2**63 - 1]
+    (:data:`~gradprobe.probe_settings.MAX_SEED`: what ``--seed`` takes, as ``gradprobe train``'s does), given as
+    ``seed=`` or in ``batch=`` (a dict; a BatchSettings refuses one when made): numpy's and torch's generators would
+    refuse it only after the model loaded, in their own words that name no setting. The message is that of
+    :func:`gradprobe.train`'s seed: ``seed must be an integer in [0, 2**63 - 1] (it seeds numpy and torch; --seed),
+    got 18446744073709551616`` (``batch.seed`` for one in ``batch=``; a long value shortened,
+    :func:`~gradprobe.training.coerce.echo_value`). A seed of another type is left to the settings' own check
+    (``seed must be an integer, got '5' (str)``)."""
     batch = settings.get("batch")
     given = [("seed", settings.get("seed"))]
     if isinstance(batch, Mapping):  # a BatchSettings checks its own seed when made
@@ -287,7 +285,7 @@ def _check_seed(settings: dict) -> None:
     for name, value in given:
         whole = (isinstance(value, numbers.Integral) and not isinstance(value, bool)) or (
             isinstance(value, float) and value.is_integer())
-        if whole and not 0 <= value <= _MAX_SEED:
+        if whole and not 0 <= value <= MAX_SEED:
             raise ValueError(f"{name} must be an integer in [0, 2**63 - 1] (it seeds numpy and torch; --seed), "
                              f"got {echo_value(value)}")
 

@@ -808,14 +808,14 @@ def _probe_file(path: Path) -> Path:
             raise ProbeFileError(f"{missing} not found: a probe was killed while it replaced the one in "
                                  f"{file.parent}, whose files are kept in {earlier.parent}; the next `gradprobe probe "
                                  f"--out {file.parent}` restores them first, or move them back by hand")
+        owner = probe_study(file.parent)  # a study's probe (or guided arm's), killed or not: the study's fix
+        if owner is not None:
+            raise ProbeFileError(f"{missing} not found; {study_probe_advice(owner, file, missing=True)}")
         if os.path.lexists(file.parent / UNFINISHED_PROBE):  # a probe's record, no probe.json yet: killed or running
             raise ProbeFileError(f"{missing} not found: {file.parent} holds what a probe killed before it wrote "
                                  f"{PROBE_JSON} left (its {UNFINISHED_PROBE} is there), or a probe still running "
                                  f"there; once none runs, run `gradprobe probe --out {shell_word(file.parent)}` again "
                                  "(with the same settings), which replaces what it left")
-        owner = probe_study(file.parent)  # a study's probe (or guided arm's), arms.json or not: the study's fix
-        if owner is not None:
-            raise ProbeFileError(f"{missing} not found; {study_probe_advice(owner, file, missing=True)}")
         study = file.parent / "probe" / PROBE_JSON  # a study folder: its probe of the arms is in probe/
         hint = f" (a study folder: its probe is {study.parent})" if study.is_file() else ""
         raise ProbeFileError(f"{missing} not found; pass a `gradprobe probe --out` folder (it holds probe.json)"

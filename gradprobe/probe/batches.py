@@ -39,6 +39,7 @@ from ..forecast.proxies import stratified_counts
 from ..forecast.result import no_signal_reason
 from ..models import load_policy
 from ..outputs import prepare_output_dir, removed_if_left_empty
+from ..probe_settings import check_batch_seeds
 from ..tasks import load_task
 from . import run as probe_run  # probe_run.run_probe is looked up per call: a test may stand in for it
 from .guided import check_guided_task, pool_guidance
@@ -146,6 +147,7 @@ def run_probe_batches(config, *, batches: int = 1, out: str | Path | None = None
     """
     if not isinstance(batches, int) or batches < 1:
         raise ValueError(f"batches (--probe-batches) must be an integer >= 1, got {batches!r}")
+    check_batch_seeds(config.batch.seed, batches)  # batch k's seed is seed + k: refused before any compute
     if batches == 1:
         result = probe_run.run_probe(config, out=out, policy=policy, task=task, extra_rewards=extra_rewards,
                                      sampler=sampler)

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from ..layout import WEIGHTS_DIR
 from ..outputs import prepare_output_dir, removed_if_left_empty
+from ..probe_settings import check_batch_seeds
 from . import run as probe_run  # probe_run.run_probe is looked up per call, as in gradprobe.probe.batches
 from .batches import (ReferenceDirection, _distinct_train_prompts, _sum_ledgers, _TrainSlice, combine_batches,
                       loaded_task_and_policy)
@@ -215,6 +216,7 @@ def run_probe_checkpoints(config, checkpoints, *, batches: int = 1, out=None, po
     """
     if not isinstance(batches, int) or batches < 1:
         raise ValueError(f"batches (--probe-batches) must be an integer >= 1, got {batches!r}")
+    check_batch_seeds(config.batch.seed, batches)  # batch k's seed is seed + k: refused before any compute
     weights = checkpoint_weights(checkpoints)
     check_guided_task(config, task)
     with removed_if_left_empty(out):

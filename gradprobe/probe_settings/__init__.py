@@ -26,12 +26,14 @@ from dataclasses import dataclass, field
 
 from ..config import MCConfig, SamplingConfig
 from ..token_counts import parse_token_count
-from .stages import (DEFAULT_MC, DEFAULT_TASK, GUIDANCE_FLAG, BatchSettings, BudgetSettings, ModelSettings,
-                     ReferenceSettings, RunSettings, TaskSettings, UpdateSettings, guidance_dict, guidance_setting)
+from .stages import (DEFAULT_MC, DEFAULT_TASK, GUIDANCE_FLAG, MAX_SEED, BatchSettings, BudgetSettings, ModelSettings,
+                     ReferenceSettings, RunSettings, TaskSettings, UpdateSettings, check_batch_seeds, guidance_dict,
+                     guidance_setting)
 
 __all__ = ["ProbeConfig", "DEFAULT_TASK", "DEFAULT_MC", "ModelSettings", "TaskSettings", "BatchSettings",
            "ReferenceSettings", "UpdateSettings", "BudgetSettings", "RunSettings", "STAGES", "SETTINGS", "RECORDED",
-           "GUIDANCE_FLAG", "guidance_setting", "setting_names", "config_dict", "FORECASTERS", "check_forecaster"]
+           "GUIDANCE_FLAG", "guidance_setting", "setting_names", "config_dict", "FORECASTERS", "check_forecaster",
+           "MAX_SEED", "check_batch_seeds"]
 
 #: ``forecaster=`` of :func:`gradprobe.probe` and ``--forecaster``: ``auto`` (the forecaster that validated best)
 #: or one of the forecasters by name

@@ -15,7 +15,35 @@ from ..tiers import TINY_FRONTIER_TASK
 
 __all__ = ["DEFAULT_TASK", "DEFAULT_MC", "ModelSettings", "TaskSettings", "BatchSettings", "ReferenceSettings",
            "UpdateSettings", "BudgetSettings", "RunSettings", "GUIDANCE_FLAG", "guidance_setting", "guidance_dict",
-           "split_loss_types"]
+           "split_loss_types", "MAX_SEED", "check_batch_seeds"]
+
+#: The largest seed: numpy's and torch's generators take seeds in [0, 2**63 - 1], as ``--seed`` does
+MAX_SEED = 2**63 - 1
+
+
+def _shown_seed(seed: int) -> str:
+    """A seed as a refusal shows it: as written up to 80 digits, else its first 40 and its size (``str`` of an
+    integer over 4300 digits raises)."""
+    if seed.bit_length() > 256:
+        return f"an integer of about {int(seed.bit_length() * math.log10(2)) + 1} digits"
+    return str(seed)
+
+
+def check_batch_seeds(seed: int, batches: int) -> None:
+    """Refuse, before any compute, probe batches whose seeds leave [0, :data:`MAX_SEED`]: batch k of ``batches`` is
+    sampled with ``seed + k`` (:func:`gradprobe.probe.batches.run_probe_batches`, and per policy
+    :func:`gradprobe.probe.checkpoints.run_probe_checkpoints`), so the last one is ``seed + batches - 1``.
+
+    Raises
+    ------
+    ValueError
+        ``seed + batches - 1`` above :data:`MAX_SEED`: the message names both settings and the largest seed that
+        works with that many batches.
+    """
+    if seed + batches - 1 > MAX_SEED:
+        raise ValueError(f"seed (--seed) {_shown_seed(seed)} with {batches} probe batches (--probe-batches): batch k "
+                         f"is sampled with seed + k, up to {_shown_seed(seed + batches - 1)}, above 2**63 - 1 (what "
+                         f"numpy and torch take); give a seed <= {MAX_SEED - batches + 1}, or fewer batches")
 
 #: The default job's task: the shipped tiny tier's frontier (:data:`gradprobe.tiers.TINY_FRONTIER_TASK`,
 #: chain sums of 3-4 one-digit terms), where its groups have mixed rewards.
@@ -109,10 +137,9 @@ class BatchSettings:
             raise ValueError(f"prompts (--prompts) must be >= 1, got {self.prompts}")
         if self.group < 2:
             raise ValueError(f"group (--group) must be >= 2 (group-relative advantages need two completions), got {self.group}")
-        if not 0 <= self.seed <= 2**63 - 1:  # numpy's and torch's generators: any path to a probe (a TRL config too)
-            text = str(self.seed)
-            shown = text if len(text) <= 80 else f"{text[:40]}... ({len(text)} characters)"
-            raise ValueError(f"seed (--seed) must be in [0, 2**63 - 1] (it seeds numpy and torch), got {shown}")
+        if not 0 <= self.seed <= MAX_SEED:  # numpy's and torch's generators: any path to a probe (a TRL config too)
+            raise ValueError(f"seed (--seed) must be in [0, 2**63 - 1] (it seeds numpy and torch), got "
+                             f"{_shown_seed(self.seed)}")
 
 
 @dataclass(frozen=True)

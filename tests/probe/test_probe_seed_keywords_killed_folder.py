@@ -132,6 +132,22 @@ def test_load_probe_of_a_probe_killed_before_its_probe_json_says_so(tmp_path, fi
                                 "(with the same settings), which replaces what it left")
 
 
+def test_load_probe_of_a_killed_study_probe_gives_the_study_fix(tmp_path):
+    from gradprobe.layout import study_probe_advice
+
+    study = tmp_path / "S"
+    (study / "runs").mkdir(parents=True)
+    (study / "plan.toml").write_text("# plan\n")
+    (study / "study.json").write_text("{}")
+    _record(study / "probe", [])
+    (study / "probe" / "arms.json").write_text("{}")
+    with pytest.raises(ProbeFileError) as e:  # `gradprobe probe --out S/probe` refuses a study's probe folder
+        gradprobe.load_probe(study / "probe")
+    file = study / "probe" / "probe.json"
+    assert str(e.value) == f"{file} not found; {study_probe_advice(study, file, missing=True)}"
+    assert "resume the study with `gradprobe study" in str(e.value) and "gradprobe probe --out" not in str(e.value)
+
+
 def test_load_probe_while_a_probe_writes_its_folder_says_so(tmp_path):
     folder = tmp_path / "run ning"
     with replacing_earlier_probe(folder, label="out"):  # the probe's record is written before its first file
@@ -146,10 +162,36 @@ def test_load_probe_while_a_probe_writes_its_folder_says_so(tmp_path):
 
 
 @pytest.mark.parametrize("seed, shown", [(2**63, "9223372036854775808"), (-1, "-1"),
-                                         (10**100, "1000000000000000000000000000000000000000... (101 characters)")])
+                                         (10**100, "an integer of about 101 digits"),
+                                         (10**5000, "an integer of about 5001 digits")],
+                         ids=["2**63", "-1", "10**100", "10**5000"])
 def test_batch_settings_refuse_a_seed_out_of_range_on_every_path(seed, shown):
     # a TRL config's seed and a plan's [probe] reach the probe through BatchSettings, not through --seed's parser
     with pytest.raises(ValueError) as e:
         BatchSettings(seed=seed)
     assert str(e.value) == f"seed (--seed) must be in [0, 2**63 - 1] (it seeds numpy and torch), got {shown}"
     assert BatchSettings(seed=2**63 - 1).seed == 2**63 - 1
+
+
+@pytest.mark.parametrize("way", ["batches", "checkpoints"])
+def test_probe_batches_whose_last_seed_leaves_the_range_are_refused_before_compute(tmp_path, monkeypatch, way):
+    from gradprobe.probe import batches, checkpoints
+    from gradprobe.probe_settings import ProbeConfig
+
+    def started(*args, **kwargs):
+        raise AssertionError("the probe's compute started")
+
+    monkeypatch.setattr("gradprobe.probe.run.run_probe", started)
+    monkeypatch.setattr(batches, "load_policy", started)
+    config = ProbeConfig.from_dict({"model": "tiny", "rewards": ["outcome"], "seed": 2**63 - 2})
+    run = (lambda n: batches.run_probe_batches(config, batches=n, out=tmp_path / "p")) if way == "batches" else (
+        lambda n: checkpoints.run_probe_checkpoints(config, [tmp_path / "none"], batches=n, out=tmp_path / "p"))
+    with pytest.raises(ValueError) as e:
+        run(3)
+    assert str(e.value) == ("seed (--seed) 9223372036854775806 with 3 probe batches (--probe-batches): batch k is "
+                            "sampled with seed + k, up to 9223372036854775808, above 2**63 - 1 (what numpy and "
+                            "torch take); give a seed <= 9223372036854775805, or fewer batches")
+    assert not (tmp_path / "p").exists()
+    with pytest.raises((AssertionError, ValueError)) as e:  # two batches end at 2**63 - 1: past the seed check
+        run(2)
+    assert "probe batches (--probe-batches)" not in str(e.value)
