@@ -18,6 +18,7 @@ True
 
 from __future__ import annotations
 
+import copy
 import inspect
 import math
 import numbers
@@ -29,28 +30,43 @@ import torch
 
 from ..grpo.advantages import DEFAULT_SCALE, check_scale
 from ..tables import shown
+from ..tasks.columns import DATA_COLUMNS, TRL_KEYWORDS
 from ..types import RolloutBatch
 from .base import RewardContext, RewardFunctionError, RewardOutput
 from .outcome import normalize_sequence_rewards
 
-RESERVED_COLUMNS = ("answer", "completion_ids", "problem_id")
-
 
 def trl_columns(batch: RolloutBatch) -> dict[str, list]:
-    """The keyword columns passed to a TRL-style reward, each a list of length N.
+    """The keyword columns passed to a TRL-style reward, each a list of length N (one value per completion, in row
+    order: completion ``n`` is of problem ``n // G``).
 
-    ``answer`` (gold answer), ``problem_id``, ``completion_ids`` (list[int] per row, padding
-    excluded, as TRL passes them), and every key of the problems' ``metadata`` (None where a
-    problem lacks it; a metadata key named like a reserved column is overridden by it).
+    ``answer`` (the gold answer as the task's verifier reads it), ``problem_id``, ``completion_ids`` (list[int] per
+    row, padding excluded, as TRL passes them); every key of the problems' ``metadata`` (``jsonl:`` and ``hf:``
+    data: the loader's ``source``, the file, ``row``, ``prompt_format``, ``solution``, and the data's scalar
+    columns; a task's ``expression``); and each key of ``metadata["data_columns"]`` (the data's other columns:
+    lists, objects, nulls, and those named as a loader key; :func:`gradprobe.tasks.dataset._keep_columns`), so that
+    every column but the mapped prompt or question, answer and solution ones arrives under its own name, as TRL's
+    ``GRPOTrainer`` passes every dataset column. A list or object value of ``data_columns`` is a copy per
+    completion, so a reward that changes it changes neither the problem nor another reward's column.
+
+    A name takes one source for the whole batch: a ``data_columns`` key wins over a metadata key of that name (a
+    data column ``source`` is passed, not the file), and a problem without it gets None, as it gets for a metadata
+    key it lacks. The names gradprobe passes itself (:data:`gradprobe.tasks.columns.TRL_KEYWORDS`: ``prompts``,
+    ``completions`` and the three above) are never taken from the data or the metadata: the reward gets each once,
+    gradprobe's value, where a data column of that name in TRL is either replaced too (``completion_ids``) or a
+    ``TypeError`` (multiple values for ``prompts``); ``answer`` stays the gold the probe's scores use. The loader
+    warns once about such a column, which stays in ``Problem.metadata`` for Python readers, rather than refusing the
+    data, whose other rewards do not need it.
     """
     g = batch.group_size
     rows = [batch.problems[n // g] for n in range(batch.num_rows)]
-    keys: list[str] = []
-    for p in batch.problems:
-        for key in p.metadata:
-            if key not in keys and key not in RESERVED_COLUMNS:
-                keys.append(key)
+    held = [p.metadata.get(DATA_COLUMNS) for p in rows]
+    held = [d if isinstance(d, dict) else {} for d in held]
+    data_keys = [k for k in dict.fromkeys(k for d in held for k in d) if k not in TRL_KEYWORDS]
+    keys = [k for k in dict.fromkeys(k for p in batch.problems for k in p.metadata)
+            if k not in TRL_KEYWORDS and k != DATA_COLUMNS and k not in data_keys]
     cols = {key: [p.metadata.get(key) for p in rows] for key in keys}
+    cols.update({key: [copy.deepcopy(d.get(key)) for d in held] for key in data_keys})
     lengths = batch.completion_lengths.tolist()
     comp = batch.completion_ids
     cols["answer"] = [p.answer for p in rows]

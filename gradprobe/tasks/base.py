@@ -95,6 +95,9 @@ def decode_row(raw: bytes) -> tuple[str | None, str | None]:
     try:
         return raw.decode("utf-8"), None
     except UnicodeDecodeError as err:
+        if raw.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16's byte-order mark (Notepad's "Unicode")
+            return None, (f"not valid UTF-8: the file is UTF-16 text (its byte-order mark, 0x{raw[0]:02x} "
+                          f"0x{raw[1]:02x}, opens it); save it as UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)")
         before = raw[:err.start].decode("utf-8", errors="replace")[-30:]
         bad = " ".join(f"0x{b:02x}" for b in raw[err.start:err.end])
         return None, (f"not valid UTF-8 (byte {bad} at byte {err.start + 1} of the row, after {before!r}: "
@@ -155,6 +158,21 @@ def _nul_cause(text: str, line: int) -> str:
             "one has them where its text was lost (restore it from a good copy)")
 
 
+def _cr_separated_rows(body: str) -> bool:
+    """Whether ``body`` (a line that is not JSON) is several JSON rows a carriage return alone separates (a file with
+    CR-only line endings): at least two parts, each JSON on its own. A raw CR inside a string (invalid JSON too) is
+    no separator: splitting there leaves parts that are not JSON."""
+    parts = [part for part in body.split("\r") if part.strip()]
+    if len(parts) < 2:
+        return False
+    for part in parts:
+        try:
+            json.loads(part)
+        except (ValueError, RecursionError):
+            return False
+    return True
+
+
 def parse_json_row(text: str, line: int) -> tuple[object, str | None]:
     """One JSONL row's text (line ``line`` of its file, counting from 1) parsed as JSON: ``(value, None)``, or
     ``(None, why)`` when it cannot be read, ``why`` naming the cause and the fix for the task to report with its
@@ -179,7 +197,7 @@ def parse_json_row(text: str, line: int) -> tuple[object, str | None]:
         if "\x00" in text:
             return None, _nul_cause(text, line)
         body = text.rstrip("\r\n")
-        if "\r" in body:  # a raw CR is never inside a JSON string: here it ends a row
+        if _cr_separated_rows(body):  # rows a carriage return alone separates: CR-only line endings
             rows = sum(1 for part in body.split("\r") if part.strip())
             return None, (f"not valid JSON ({err.msg}): the line holds {rows} rows separated by a carriage return "
                           "(CR) alone, which is no line break in JSONL (the file has CR-only line endings); convert "

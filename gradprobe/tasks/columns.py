@@ -10,12 +10,20 @@ from gradprobe.tasks.base import TaskConfigError, TaskNotFoundError, parse_task_
 from gradprobe.tasks.verify import drop_thousands_separators, last_boxed, numeric_gold
 
 __all__ = ["PromptText", "VERIFIERS", "MAPPING_KEYS", "OPTIONS", "BOXED_INSTRUCTION", "parse_dataset_spec",
-           "resolve_mapping", "read_prompt", "gold_answer", "read_gold"]
+           "resolve_mapping", "read_prompt", "gold_answer", "read_gold", "DATA_COLUMNS", "TRL_KEYWORDS",
+           "data_columns"]
 
 VERIFIERS = ("hash", "boxed", "exact")
 MAPPING_KEYS = ("prompt", "question", "answer", "solution")
 OPTIONS = (*MAPPING_KEYS, "verifier", "heldout_fraction", "train_split", "heldout_split", "skip_malformed",
            "train_size")
+#: The ``Problem.metadata`` key under which a ``jsonl:``/``hf:`` row keeps those of its other columns
+#: (:func:`data_columns`) that are not scalar metadata keys of their name: one dict, so that no data column can
+#: collide with the loader's own keys (``source``, ``row``, ...).
+DATA_COLUMNS = "data_columns"
+#: The keywords a TRL-style reward gets from gradprobe itself (:func:`gradprobe.rewards.sequence.trl_columns`): a
+#: data column of one of these names does not reach the reward under it (:func:`data_columns`).
+TRL_KEYWORDS = ("prompts", "completions", "answer", "problem_id", "completion_ids")
 BOXED_INSTRUCTION = ("Solve the problem step by step. Write one reasoning step per line. "
                      "Put the final answer in \\boxed{}, e.g. \\boxed{6}.")
 
@@ -165,3 +173,37 @@ def read_gold(value, verifier) -> tuple[str | None, str]:
     if verifier == "boxed":
         return last_boxed(value) or value.strip(), ""
     return value.strip(), ""
+
+
+def _is_json(value) -> bool:
+    """Whether ``value`` is a JSON value as :mod:`json` reads one: None, a bool, a number, a string, a list of JSON
+    values or a dict of string keys to JSON values."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, list):
+        return all(_is_json(v) for v in value)
+    return isinstance(value, dict) and all(isinstance(k, str) and _is_json(v) for k, v in value.items())
+
+
+def data_columns(raw: dict, m: dict) -> tuple[dict, dict[str, str]]:
+    """``(columns, left_out)``: a row's columns other than the mapped ones (the prompt or question, answer and
+    solution columns of the resolved mapping ``m``, which reach a reward as ``prompts``, ``answer`` and the
+    ``solution`` metadata key), by name: the loader keeps each in ``Problem.metadata`` (the scalar ones under
+    their names, the others in ``metadata[DATA_COLUMNS]``: :func:`gradprobe.tasks.dataset._keep_columns`) so that a
+    TRL-style reward gets each as the keyword of its name (:func:`gradprobe.rewards.sequence.trl_columns`), as TRL's
+    ``GRPOTrainer`` passes every dataset column. Values are the row's own (the same objects, not copies).
+
+    ``left_out`` names (column -> type) the values that are no JSON value (:func:`_is_json`; a hub dataset's image,
+    bytes or timestamp): ``Problem.metadata`` stays JSON-serialisable, so these are not kept. A JSONL row's values
+    are always JSON. A column named as one of :data:`TRL_KEYWORDS` is kept here, though the reward gets gradprobe's
+    own value under that name (the loader warns)."""
+    used = {v for k, v in m.items() if k in MAPPING_KEYS and isinstance(v, str)}
+    kept, left_out = {}, {}
+    for k, v in raw.items():
+        if not isinstance(k, str) or k in used:
+            continue
+        if _is_json(v):
+            kept[k] = v
+        else:
+            left_out[k] = type(v).__name__
+    return kept, left_out

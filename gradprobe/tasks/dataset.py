@@ -57,6 +57,19 @@ naming them). A row's other scalar columns (numbers, text, booleans: a difficult
 ``Problem.metadata`` under their names, for ``gradprobe rank-prompts --metadata-keys`` (which refuses a value that is
 no number, naming it).
 
+Every column of a row other than the mapped ones (the prompt or question, answer and solution columns) reaches a
+TRL-style reward (:func:`gradprobe.rewards.sequence.sequence_reward`) as the keyword of its name, one value per
+completion, as TRL's ``GRPOTrainer`` passes every dataset column (:func:`gradprobe.rewards.sequence.trl_columns`).
+The scalar ones are the metadata keys above; the others (lists, objects, nulls, and columns named as one of
+gradprobe's own keys: a data column ``source`` or ``row`` beside the loader's ``source``, the file, and ``row``, the
+index) are kept in one dict, ``Problem.metadata["data_columns"]`` (:data:`~gradprobe.tasks.columns.DATA_COLUMNS`;
+absent when there are none), so that they cannot collide with the loader's keys; each column is held once. A column
+named as one of the keywords gradprobe passes itself (``prompts``, ``completions``, ``answer``, ``problem_id``,
+``completion_ids``: :data:`~gradprobe.tasks.columns.TRL_KEYWORDS`) does not reach the reward under that name, and the
+loader warns once naming it (rename the column to pass it). A hub dataset's value that is no JSON value (an image,
+bytes, a timestamp) is not kept (``Problem.metadata`` stays JSON-serialisable), warned once naming the column.
+Problem metadata is written to no file gradprobe writes, so a large column costs memory only.
+
 Splits: a JSONL *file* is split deterministically (a fixed permutation; ``heldout_fraction`` of
 its rows, default 0.2, are held out); a *folder* holds ``train.jsonl`` and ``test.jsonl``. A hub
 dataset uses ``train_split`` (default ``train``) and ``heldout_split`` (default ``test``;
@@ -90,9 +103,9 @@ from gradprobe.tasks.base import (TRAIN_ONLY_FOLDER, DatasetFormatError, Problem
                                   parse_json_row, relative_note, removed_heldout_note, unencodable_text,
                                   warn_repeated_train_prompts)
 # column mapping and prompt formats live in gradprobe.tasks.columns; re-exported here (MAPPING_KEYS, _prompt_text too)
-from gradprobe.tasks.columns import (BOXED_INSTRUCTION, MAPPING_KEYS, OPTIONS, VERIFIERS, PromptText, _fix,
-                                     _prompt_text, gold_answer, parse_dataset_spec, read_gold, read_prompt,
-                                     resolve_mapping)
+from gradprobe.tasks.columns import (BOXED_INSTRUCTION, DATA_COLUMNS, MAPPING_KEYS, OPTIONS, TRL_KEYWORDS, VERIFIERS,
+                                     PromptText, _fix, _prompt_text, data_columns, gold_answer, parse_dataset_spec,
+                                     read_gold, read_prompt, resolve_mapping)
 from gradprobe.tasks.verify import answers_match, extract_answer, last_boxed, math_verify_match, normalize_text
 
 __all__ = ["DatasetTask", "PromptText", "VERIFIERS", "OPTIONS", "BOXED_INSTRUCTION", "parse_dataset_spec",
@@ -101,7 +114,8 @@ __all__ = ["DatasetTask", "PromptText", "VERIFIERS", "OPTIONS", "BOXED_INSTRUCTI
 #: Metadata keys gradprobe itself reads or sets (a task's expression, a guided probe's guidance, score errors...):
 #: a data column of that name never enters ``Problem.metadata`` as a feature (it would change what they mean).
 RESERVED_METADATA = frozenset({"source", "row", "prompt_format", "id", "solution", "expression", "guidance",
-                               "score_errors", "answer", "question", "prompt", "completion_ids", "problem_id"})
+                               "score_errors", "answer", "question", "prompt", "completion_ids", "problem_id",
+                               DATA_COLUMNS})
 
 
 def _scalar_columns(raw: dict, meta: dict, mapping: dict) -> dict:
@@ -113,6 +127,21 @@ def _scalar_columns(raw: dict, meta: dict, mapping: dict) -> dict:
     used = {v for v in mapping.values() if isinstance(v, str)}
     return {k: v for k, v in raw.items() if isinstance(k, str) and k not in meta and k not in used
             and k not in RESERVED_METADATA and isinstance(v, (int, float, str))}
+
+
+def _keep_columns(raw: dict, meta: dict, mapping: dict, told: tuple[dict, dict]) -> None:
+    """Keep the row's other columns (:func:`~gradprobe.tasks.columns.data_columns`) that ``meta`` does not already
+    hold under their name (:func:`_scalar_columns` keeps the scalar ones there, the same objects) in
+    ``meta[DATA_COLUMNS]``, set only when some are left: lists, objects, nulls, and columns named as one of
+    gradprobe's own keys (:data:`RESERVED_METADATA`: a data column ``source`` beside the loader's ``source``, the
+    file). Each column is held once. ``told`` collects, for the loader's warning, the names of columns named as
+    one of :data:`TRL_KEYWORDS` and the columns left out as no JSON value (name -> type)."""
+    columns, dropped = data_columns(raw, mapping)
+    told[0].update(dict.fromkeys(k for k in columns if k in TRL_KEYWORDS))
+    told[1].update(dropped)
+    rest = {k: v for k, v in columns.items() if k not in meta or meta[k] is not v}
+    if rest:
+        meta[DATA_COLUMNS] = rest
 
 
 def repeated_data_ids(problems: list) -> list[tuple[object, list]]:
@@ -156,12 +185,14 @@ def _said_id(problems: list) -> str:
 
 def _other_format_hint(file: str, line: int, text: str | None = None) -> str:
     """What to add to a JSONL file's bad row when the file is CSV or parquet (its name ends in ``.csv`` or
-    ``.parquet``, or its line 1, ``text``, is a comma-separated line that is no JSON object or list), which
+    ``.parquet``, or its line 1, ``text``, is a comma-separated line that is no JSON object or list, no comment and
+    holds no NUL byte, which UTF-16 text does), which
     ``jsonl:PATH`` does not read: ``hf:FOLDER`` does (``datasets`` reads the CSV and parquet files of a folder);
     "" otherwise."""
     suffix = Path(file).suffix.lower()
     if suffix not in (".csv", ".parquet") and not (
-            line == 1 and text is not None and "," in text and not text.lstrip().startswith(("{", "["))):
+            line == 1 and text is not None and "," in text and "\x00" not in text  # NULs: UTF-16, named so
+            and not text.lstrip().startswith(("{", "[", "#"))):  # "#": a comment line, no CSV header
         return ""
     what = "a parquet file" if suffix == ".parquet" else "CSV (comma-separated lines)"
     return (f"; {file} looks like {what}, which jsonl:PATH does not read (one JSON object per line): put it in a "
@@ -252,6 +283,7 @@ class DatasetTask(Task):
         self.progress_unit = "line" if kind == "jsonl" else "row"
         self._rows: dict[str, list[Problem]] = {}
         self._warned_repeats = False
+        self._told: set[tuple[str, str]] = set()  # the columns warned about (_warn_columns)
         if kind == "jsonl":
             if not self.source.exists():
                 raise FileNotFoundError(f"JSONL source {self.source} does not exist (--task jsonl:PATH: a .jsonl file, "
@@ -292,7 +324,7 @@ class DatasetTask(Task):
 
     def _parse(self, records, where: str, stem: str, columns: list[str] | None = None) -> list[Problem]:
         """Validate ``(line, raw)`` pairs (raw: a JSON string or a dict) into problems."""
-        out, m = [], None
+        out, m, told = [], None, ({}, {})
         if columns is not None:
             m = self._resolve_mapping(columns, where)
         records = self.reported_rows(records)  # each row reported as parsed (a pool's progress)
@@ -342,9 +374,29 @@ class DatasetTask(Task):
             if m["solution"] is not None and raw.get(m["solution"]) is not None:
                 meta["solution"] = raw[m["solution"]]
             meta.update(_scalar_columns(raw, meta, m))
+            _keep_columns(raw, meta, m, told)
             out.append(Problem(id=f"{self.kind}/{stem}/{line - 1}", question=prompt, answer=gold, metadata=meta))
         _warn_repeated_ids(out, where, "line" if self.kind == "jsonl" else "row")
+        self._warn_columns(*told, where)
         return out
+
+    def _warn_columns(self, named: dict, odd: dict, where: str) -> None:
+        """Warn, once per task and column, about data columns a TRL-style reward does not get under their name:
+        those of ``named``, named as one of :data:`TRL_KEYWORDS` (gradprobe passes its own value there), and those of
+        ``odd`` (column -> type: no JSON value, so not kept; :func:`~gradprobe.tasks.columns.data_columns`)."""
+        named = [k for k in named if ("keyword", k) not in self._told]
+        if named:
+            self._told.update(("keyword", k) for k in named)
+            warnings.warn(f"{where}: column(s) {', '.join(map(repr, named))} are named as keyword(s) gradprobe passes "
+                          "to TRL-style rewards itself (prompts, completions, answer: the gold as the verifier reads "
+                          "it, problem_id, completion_ids), so a reward gets gradprobe's value under that name, not "
+                          "the column's (kept in Problem.metadata); rename the column to pass it", stacklevel=4)
+        odd = {k: t for k, t in odd.items() if ("odd", k) not in self._told}
+        if odd:
+            self._told.update(("odd", k) for k in odd)
+            warnings.warn(f"{where}: column(s) {', '.join(f'{k!r} ({t})' for k, t in odd.items())} hold values that "
+                          "are no JSON value, so they are not kept in Problem.metadata and do not reach TRL-style "
+                          "rewards; convert them to text, numbers or lists in the dataset to pass them", stacklevel=4)
 
     def _read_file(self, file: Path) -> list[Problem]:
         skipped = self.skipped

@@ -158,3 +158,27 @@ def test_a_row_nested_too_deep_is_named_with_its_line(tmp_path):
         task = load_task(f"jsonl:{f}:skip_malformed=true")
         rows = task.split_rows("train") + task.split_rows("heldout")
     assert task.skipped == 1 and sorted(p.answer for p in rows) == [str(i + 1) for i in range(6)]
+
+
+def test_a_raw_carriage_return_inside_a_string_is_no_row_separator(tmp_path):
+    f = tmp_path / "cr_in_string.jsonl"
+    f.write_bytes(_good_bytes() + b'{"question": "a\rb = ?", "answer": "#### 2"}\n')
+    assert _refusal(f"jsonl:{f}") == f"{f}, line 7: not valid JSON (Invalid control character at)" + SKIP
+
+
+@pytest.mark.parametrize("encoding, mark", [("utf-16", "0xff 0xfe"), ("utf-16-be", None)])
+def test_utf16_text_is_named_with_or_without_its_byte_order_mark(tmp_path, encoding, mark):
+    f = tmp_path / "u16.jsonl"
+    f.write_bytes(_good_bytes().decode().encode(encoding))
+    said = _refusal(f"jsonl:{f}")
+    if mark:  # Notepad's "Unicode", Python's "utf-16": the mark opens the file
+        assert said == (f"{f}, line 1: not valid UTF-8: the file is UTF-16 text (its byte-order mark, {mark}, opens "
+                        "it); save it as UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)" + SKIP)
+    else:
+        assert said.startswith(f"{f}, line 1: NUL bytes (0x00) inside its text (") and "looks like CSV" not in said
+
+
+def test_a_comment_line_with_commas_is_not_called_csv(tmp_path):
+    f = tmp_path / "commented.jsonl"
+    f.write_bytes(b"# question, answer\n" + _good_bytes())
+    assert "looks like CSV" not in _refusal(f"jsonl:{f}")
