@@ -75,7 +75,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..config import preconditioner
-from ..probe_settings import ReferenceSettings
+from ..probe_settings import MAX_SEED, ReferenceSettings
 from .trl_config_file import FLOAT_FIELDS, MACHINE_FIELDS  # noqa: F401 - importable from here, as before the split
 from .trl_config_file import TrlConfigError, _default, _grpo_fields, read_trl_config
 
@@ -222,6 +222,10 @@ class _FieldMapping:
         elif isinstance(value, float) and name in ("learning_rate", "temperature", "top_p") \
                 and not math.isfinite(value):
             self.refuse(name, "not a finite number", "write a finite number")
+        elif name == "seed" and isinstance(value, int) and not isinstance(value, bool) \
+                and not 0 <= value <= MAX_SEED and dest not in self.explicit:  # as --seed checks it
+            self.refuse(name, "the probe's seed must be in [0, 2**63 - 1] (it seeds numpy and torch)",
+                        "write a seed in that range, or pass --seed")
         elif name == "learning_rate" and isinstance(value, (int, float)) and not value > 0 \
                 and dest not in self.explicit:
             self.refuse(name, "a learning rate must be > 0", "write TRL's learning_rate (a number > 0), or pass --lr")

@@ -128,6 +128,9 @@ def test_unknown_field_suggests_the_closest(tmp_path):
     ("top_k: 20\n", "top_k", "default 0"),
     ("learning_rate: -1\n", "learning_rate", "a number > 0), or pass --lr"),  # was "lr must be > 0": no file named
     ("learning_rate: 0\n", "learning_rate", "a number > 0), or pass --lr"),
+    # was "seed (--seed) must be in [0, 2**63 - 1] ...": no file named
+    ("seed: 9223372036854775808\n", "seed", "[0, 2**63 - 1] (it seeds numpy and torch); write a seed in that range"),
+    ("seed: -1\n", "seed", "or pass --seed"),
 ])
 def test_unsupported_values_are_refused_with_field_and_fix(tmp_path, text, field, fix):
     args = _parse(["--trl-config", str(_yaml(tmp_path, text))])
