@@ -15,11 +15,15 @@ multiple of 1000 tokens. Printed per spread:
   promised points), the fraction the rule refuses (``gap_exceeded``): seeds left out of a comparison for nothing;
 - wrongly read: with one promised eval dropped per run (at random), of the reads whose two evals lie around the
   dropped eval, the fraction the rule reads anyway (a value read across a lost eval).
+
+Each rate with its exact (Clopper-Pearson) 95% binomial interval over the simulated reads (``scipy.stats.binomtest``):
+the simulation's own sampling error, not a measurement of real runs.
 """
 
 import sys
 
 import numpy as np
+from scipy.stats import binomtest
 
 from gradprobe.forecast.read_rule import promised_gap, read_point
 
@@ -59,7 +63,16 @@ def rates(spread: float, seed: int = 0) -> tuple[float, float, int, int]:
 
 print(f"read rule on a generated-tokens axis: {RUNS} runs x {UPDATES} updates, mean update cost {MEAN:g} tokens, "
       f"promised gap {GAP:g} tokens")
-print(f"{'cost spread':>12} {'wrongly refused':>16} {'wrongly read':>13}")
+print("rates with exact (Clopper-Pearson) 95% binomial intervals over the simulated reads")
+
+
+def _rate(k: int, n: int) -> str:
+    ci = binomtest(k, n).proportion_ci(method="exact")
+    return f"{k / n:.2%} [{ci.low:.2%}, {ci.high:.2%}]"
+
+
+print(f"{'cost spread':>12} {'wrongly refused':>24} {'wrongly read':>22}")
 for v in (0.0, 0.1, 0.25, 0.5):
     bad_refuse, bad_read, n1, n2 = rates(v)
-    print(f"{f'+-{v:.0%}':>12} {bad_refuse:>15.2%} {bad_read:>12.2%}   ({n1} reads, {n2} across a lost eval)")
+    k1, k2 = round(bad_refuse * n1), round(bad_read * n2)
+    print(f"{f'+-{v:.0%}':>12} {_rate(k1, n1):>24} {_rate(k2, n2):>22}   ({n1} reads, {n2} across a lost eval)")
