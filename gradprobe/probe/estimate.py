@@ -56,7 +56,6 @@ from torch import Tensor
 
 from ..grpo.loss_types import GROUP_PARTS
 from ..grpo.losses import probe_advantages
-from ..rewards.output import advantage_overflow
 from .signal_proxy import signal_proxy_group_sums, token_probability_stats
 
 __all__ = ["RewardEstimate", "group_sums", "estimate_rewards", "token_probability_stats",
@@ -242,16 +241,14 @@ def estimate_rewards(alignment: Tensor, rewards: dict[str, Tensor], *, completio
     ValueError
         No rewards, a reward without ``tokens_per_update`` (or seconds with ``budget_seconds``),
         non-positive budgets or token counts, ``n_bootstrap < 0``, or invalid shapes (see
-        :func:`group_sums`); a reward's advantages above
-        :data:`~gradprobe.rewards.output.MAX_ABS_ADVANTAGE` on the completion mask, where the bootstrap's
-        variance overflows float64 (:func:`~gradprobe.rewards.output.advantage_overflow`: largest |A|, fix); or,
-        the last line, a non-finite number in an estimate (an overflow all the same: :func:`_check_finite`), named
-        by reward and field.
+        :func:`group_sums`); or a non-finite number in an estimate (a float64 overflow: :func:`_check_finite`),
+        named by reward and field (the advantages' size is checked where every reward's output enters:
+        :func:`gradprobe.rewards.base.checked_output`).
     """
     names = list(rewards)
     _check_estimate_inputs(alignment, rewards, n_bootstrap=n_bootstrap, tokens_per_update=tokens_per_update,
                            budget_tokens=budget_tokens, seconds_per_update=seconds_per_update,
-                           budget_seconds=budget_seconds, completion_mask=completion_mask)
+                           budget_seconds=budget_seconds)
     stacked = torch.stack([rewards[k].to(alignment.device) for k in names])  # (R, N, T)
     num_t, den_t = group_sums(alignment, stacked, completion_mask, group_size, loss_type=loss_type,
                               max_completion_length=max_completion_length)
@@ -306,11 +303,8 @@ def _reward_estimate(name: str, est: float, per_group: np.ndarray, bootstrap: tu
 
 def _check_estimate_inputs(alignment: Tensor, rewards: dict[str, Tensor], *, n_bootstrap: int,
                            tokens_per_update: dict[str, int], budget_tokens: float,
-                           seconds_per_update: dict[str, float] | None, budget_seconds: float | None,
-                           completion_mask: Tensor) -> None:
-    """The ``ValueError`` checks of :func:`estimate_rewards` (its Raises section), in its order; a reward's
-    advantages are checked for size (:func:`~gradprobe.rewards.output.advantage_overflow`) on the completion mask
-    when it has their shape (else :func:`group_sums` names the mismatch)."""
+                           seconds_per_update: dict[str, float] | None, budget_seconds: float | None) -> None:
+    """The ``ValueError`` checks of :func:`estimate_rewards` (its Raises section), in its order."""
     names = list(rewards)
     if not names:
         raise ValueError("estimate_rewards needs at least one reward")
@@ -322,10 +316,6 @@ def _check_estimate_inputs(alignment: Tensor, rewards: dict[str, Tensor], *, n_b
         if tuple(rewards[name].shape) != tuple(alignment.shape):
             raise ValueError(f"reward {name!r}: advantages have shape {tuple(rewards[name].shape)}, the alignment "
                              f"{tuple(alignment.shape)}; both must be (N, T) of the same probe batch")
-        mask = completion_mask.bool() if tuple(completion_mask.shape) == tuple(alignment.shape) else None
-        refusal = advantage_overflow(rewards[name], f"reward {name!r}", mask)
-        if refusal is not None:
-            raise ValueError(refusal)
         if name not in tokens_per_update or not tokens_per_update[name] > 0:
             raise ValueError(f"tokens_per_update has no positive token count for reward {name!r}; "
                              "pass the generated tokens one update of it costs (ledger of the probe batch)")

@@ -12,9 +12,6 @@ import torch
 from gradprobe.probe import estimate_rewards
 from gradprobe.probe.estimate import signal_proxy_group_sums
 
-FIX = ("above the 1e+100 the probe takes: its statistics square them (the bootstrap's variance, verl's signal proxy "
-       "A^2 W), which overflows float64 (largest 1.8e308); rescale the reward (divide its scores or advantages by a "
-       "constant; GRPO's group-normalised advantages are at most sqrt(G - 1))")
 N, T, G = 8, 3, 2
 MASK = torch.ones(N, T, dtype=torch.bool)
 MASK[1, 2] = False
@@ -37,13 +34,12 @@ def estimate(adv, a=None):
                             budget_tokens=1e6, n_bootstrap=50)
 
 
-def test_estimate_refuses_advantages_beyond_the_limit_naming_the_reward_and_takes_the_limit():
-    with pytest.raises(ValueError) as e:
-        estimate(rows(1e150))
-    assert str(e.value) == "reward 'big' returned advantages up to |A| = 1e+150, " + FIX
-    # the limit itself is taken, and values off the mask (ignored by the probe) are not counted
-    big = next(e for e in estimate(rows(1e100, off_mask=1e300)) if e.name == "big")
-    assert abs(big.inner_product) > 1e98 and 0 < big.snr < float("inf")  # finite: the variance did not overflow
+def test_estimate_reports_large_advantages_whose_statistics_stay_finite():
+    # the size limit is checked where a reward's output enters (checked_output); the estimate refuses only what
+    # overflows (the next test), and reads no value off the mask
+    for scale in (1e100, 1e150):
+        big = next(e for e in estimate(rows(scale, off_mask=1e300)) if e.name == "big")
+        assert abs(big.inner_product) > scale / 100 and 0 < big.snr < float("inf")
 
 
 def test_a_non_finite_statistic_is_refused_by_reward_and_field_not_written():
@@ -56,13 +52,15 @@ def test_a_non_finite_statistic_is_refused_by_reward_and_field_not_written():
     assert str(e.value).endswith("): rescale the reward (divide its scores or advantages by a constant)")
 
 
-def test_signal_proxy_refuses_advantages_beyond_the_limit_by_name_or_index():
+def test_signal_proxy_refuses_squares_that_overflow_by_name_or_index():
     pi = torch.full((N, T), 0.5, dtype=torch.float64)
     stacked = torch.stack([rows(1.0), rows(1e200)])
     with pytest.raises(ValueError) as e:
         signal_proxy_group_sums(stacked, pi, pi, MASK, G, names=["outcome", "huge"])
-    assert str(e.value) == "reward 'huge' returned advantages up to |A| = 1e+200, " + FIX
-    with pytest.raises(ValueError, match=r"^the reward at advantages\[1\] returned advantages up to \|A\| = 1e\+200, "):
+    assert str(e.value) == ("reward 'huge': the signal proxy's per-group sum of A^2 W is not finite (float64 "
+                            "overflow: its advantages reach |A| = 1e+200): rescale the reward (divide its scores or "
+                            "advantages by a constant)")
+    with pytest.raises(ValueError, match=r"^the reward at advantages\[1\]: the signal proxy's per-group sum"):
         signal_proxy_group_sums(stacked, pi, pi, MASK, G)
     sums = signal_proxy_group_sums(torch.stack([rows(1.0), rows(1e100)]), pi, pi, MASK, G)
     # W = 1 - 2 pi + sum pi^2 = 0.5 per token: group 0 has 3 + 2 tokens, group 1 3 + 3, each with A^2 = 1e200
