@@ -11,6 +11,11 @@ from dataclasses import asdict, dataclass
 #: pool is built before training or ranking starts (:mod:`gradprobe.training.plan_checks`,
 #: :mod:`gradprobe.difficulty.rank`)
 MAX_POOL = 1_000_000
+#: The largest seed numpy's and torch's generators take from every code path (``torch.manual_seed``: int64): every
+#: seed a command, a plan or the Python API accepts lies in [0, MAX_SEED] (:func:`gradprobe.cli.args.seed_int`,
+#: :mod:`gradprobe.training.plan_checks`, :class:`gradprobe.probe_settings.BatchSettings`,
+#: :mod:`gradprobe.difficulty.rank`)
+MAX_SEED = 2**63 - 1
 #: the sampler backends (the keys of :data:`gradprobe.rollout.SAMPLERS`, which a test keeps equal)
 SAMPLER_BACKENDS = ("hf", "hf_paged", "vllm")
 #: policy dtypes every command accepts (``--dtype``; the keys of :data:`gradprobe.models.DTYPES`, which a test

@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..config import MAX_SEED
 from ..study.report import format_rankings
 from ..training.budget import named_as_arguments, reach_warned_once
 from ..training.coerce import echo_value
@@ -414,7 +415,7 @@ def _seed(value, name: str = "seed") -> int:
         ``seed must be an integer in [0, 2**63 - 1] ..., got -1`` (a value longer than 80 characters shown by its
         first 40 and its length, :func:`~gradprobe.training.coerce.echo_value`).
     """
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value <= 2**63 - 1:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value <= MAX_SEED:
         raise ValueError(f"{name} must be an integer in [0, 2**63 - 1] (it seeds numpy and torch; --seed), "
                          f"got {echo_value(value)}")  # 10**5000 or 5000 characters: shortened
     return int(value)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..config import MAX_SEED
 from ..tiers import ALIASES, TIER_ALIASES, TINY_ARCHITECTURES
 from ..token_counts import TOKEN_COUNT_FORMS, echo_text, parse_token_count
 from ..tracking import REPORT_TO
@@ -95,7 +96,7 @@ def seed_int(text: str) -> int:
         ``expected an integer, got 'x'`` or ``must be in [0, 2**63 - 1], got -1``.
     """
     v = integer(text)
-    if not 0 <= v <= 2**63 - 1:
+    if not 0 <= v <= MAX_SEED:
         raise argparse.ArgumentTypeError(f"must be in [0, 2**63 - 1] (it seeds numpy and torch), got "
                                          f"{echo_text(str(v), str)}")
     return v

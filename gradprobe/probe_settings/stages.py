@@ -10,15 +10,13 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-from ..config import LOSS_TYPE_NAMES, MAX_LR, MCConfig, preconditioner, reference_kind
+from ..config import LOSS_TYPE_NAMES, MAX_LR, MAX_SEED, MCConfig, preconditioner, reference_kind
 from ..tiers import TINY_FRONTIER_TASK
 
 __all__ = ["DEFAULT_TASK", "DEFAULT_MC", "ModelSettings", "TaskSettings", "BatchSettings", "ReferenceSettings",
            "UpdateSettings", "BudgetSettings", "RunSettings", "GUIDANCE_FLAG", "guidance_setting", "guidance_dict",
            "split_loss_types", "MAX_SEED", "check_batch_seeds"]
 
-#: The largest seed: numpy's and torch's generators take seeds in [0, 2**63 - 1], as ``--seed`` does
-MAX_SEED = 2**63 - 1
 
 
 def _shown_seed(seed: int) -> str:

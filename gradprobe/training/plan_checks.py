@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..config import MAX_LR, MAX_POOL, MCConfig
+from ..config import MAX_LR, MAX_POOL, MAX_SEED, MCConfig
 from ..difficulty.config import SELECTION_KEYS, parse_selection
 from ..tasks.solutions import REFERENCE_SOLUTIONS, has_reference_solution
 from .coerce import build_section, check_positive, coerce, echo_value, fields_of
@@ -37,8 +37,6 @@ REFERENCE_REWARDS = ("outcome", "outcome_batch", "outcome_dr")
 ARM_OWN = ("reward", "lr_scale", "description", "mc")
 """Keys of ``[arms.NAME]`` besides ``[train]`` keys, prompt selection and ``guidance``."""
 
-#: The largest seed numpy's and torch's generators take from every code path (torch.manual_seed: int64).
-MAX_SEED = 2**63 - 1
 #: The most held-out prompts a plan may evaluate (``[heldout] prompts``): the set is generated and held in memory
 #: before the first update, and every eval generates ``[eval] samples`` completions for each (100,000 on the tiny
 #: tier printed nothing for minutes before its first eval); the shipped studies use 1,000-4,000, GSM8K's test split
