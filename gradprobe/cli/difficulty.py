@@ -121,7 +121,8 @@ def add_difficulty_parsers(subparsers) -> None:
         p.add_argument("--temperature", type=float, default=_RANK["temperature"],
                        help="sampling temperature of the completions whose outcomes are counted")
         p.add_argument("--batch-size", type=positive_int, default=_RANK["batch_size"],
-                       help="sequences per generate call")
+                       help="sequences per generate call; the sampled completions depend on it (micro-batch "
+                            "composition), so give the same value with the same --seed to reproduce a run")
         p.add_argument("--feature-batch-size", type=positive_int, default=_RANK["feature_batch_size"],
                        help="prompts per feature forward")
         p.add_argument("--device", default=_RANK["device"], help="torch device of the model (cpu, cuda...)")

@@ -189,7 +189,8 @@ class DifficultyEstimator:
         Raises
         ------
         ValueError
-            Mismatched lengths, a wrong feature width, counts out of range, or features :func:`check_features`
+            Mismatched lengths, a wrong feature width, counts out of range, NaN or infinite (the first such
+            prompt named), or features :func:`check_features`
             refuses (no column, an infinite value, one beyond +-1e150).
         """
         x = np.asarray(features, dtype=np.float64)
@@ -200,7 +201,14 @@ class DifficultyEstimator:
                              f"{n.shape[0]} attempts; expected M ids, (M, F) features, M counts")
         check_features(x)
         if self._hx and x.shape[1] != self._hx[0].shape[0]:
-            raise ValueError(f"observe: features have {x.shape[1]} columns, earlier observations {self._hx[0].shape[0]}")
+            raise ValueError(f"observe: features have {x.shape[1]} columns, earlier observations "
+                             f"{self._hx[0].shape[0]}")
+        odd = np.flatnonzero(~(np.isfinite(s) & np.isfinite(n)))
+        if odd.size:  # NaN passed the range test below and made p_hat NaN; inf reached scikit-learn unnamed
+            i = int(odd[0])
+            raise ValueError(f"observe: prompt {ids[i]!r} has successes {s[i]:g} of attempts {n[i]:g} "
+                             f"({odd.size} prompt(s) with a count that is NaN or infinite): give finite counts of "
+                             "completions, 0 <= successes <= attempts (0 attempts for a prompt with no outcome)")
         if np.any(s < 0) or np.any(s > n):
             raise ValueError("observe: need 0 <= successes <= attempts for every prompt")
         for i, pid in enumerate(ids):
@@ -384,13 +392,13 @@ def rank_half(ids: Sequence[str], p_hat) -> list[int]:
     Raises
     ------
     ValueError
-        Mismatched lengths or a non-finite p_hat.
+        Mismatched lengths, or a p_hat that is NaN, infinite or outside [0, 1] (named with its prompt id:
+        :func:`_check_probabilities`).
     """
     p = np.asarray(p_hat, dtype=np.float64).reshape(-1)
     if p.shape[0] != len(ids):
         raise ValueError(f"rank_half: {len(ids)} ids but {p.shape[0]} probabilities")
-    if not np.all(np.isfinite(p)):
-        raise ValueError("rank_half: p_hat holds NaN or inf")
+    _check_probabilities(p, "rank_half", ids)
     d = np.round(np.abs(p - 0.5), 12)  # float residue (|0.6 - .5| vs |0.4 - .5|) must not break a tie
     return sorted(range(len(ids)), key=lambda i: (d[i], str(ids[i])))
 
@@ -408,8 +416,15 @@ def verdict(p_hat) -> dict:
     dict
         ``mean_p_hat`` (None when M = 0), ``fail_more_often`` (bool or None), ``candidates`` (M) and
         ``text``, a one-line statement.
+
+    Raises
+    ------
+    ValueError
+        A p_hat that is NaN, infinite or outside [0, 1] (:func:`_check_probabilities`): its mean would state a
+        verdict ("NOT predicted to fail", from a NaN mean) that no probability supports.
     """
     p = np.asarray(p_hat, dtype=np.float64).reshape(-1)
+    _check_probabilities(p, "verdict")
     if p.size == 0:
         return {"mean_p_hat": None, "fail_more_often": None, "candidates": 0, "text": "no candidates"}
     m = float(p.mean())
@@ -417,3 +432,15 @@ def verdict(p_hat) -> dict:
     text = (f"candidates are predicted to fail more often than not (mean p_hat {m:.3f} < 1/2)" if fail else
             f"candidates are NOT predicted to fail more often than not (mean p_hat {m:.3f} >= 1/2)")
     return {"mean_p_hat": m, "fail_more_often": fail, "candidates": int(p.size), "text": text}
+
+
+def _check_probabilities(p: np.ndarray, where: str, ids: Sequence[str] | None = None) -> None:
+    """ValueError naming the first p_hat of ``p`` that is no probability (NaN, infinite, outside [0, 1]): its
+    prompt id (or index, without ``ids``), its value, how many there are, and the fix."""
+    bad = np.flatnonzero(~((p >= 0.0) & (p <= 1.0)))  # NaN fails both comparisons
+    if bad.size:
+        i = int(bad[0])
+        name = f"prompt {ids[i]!r}" if ids is not None else f"p_hat[{i}]"
+        raise ValueError(f"{where}: {name} has p_hat {float(p[i])!r} ({bad.size} value(s) NaN, infinite or outside "
+                         "[0, 1]): p_hat must be a success probability in [0, 1]; pass the estimator's p_hat "
+                         "(DifficultyEstimator.p_hat), not a logit or a count")

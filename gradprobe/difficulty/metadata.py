@@ -6,6 +6,12 @@ never was a feature value). A key a problem lacks, or holds ``None`` for, is mis
 estimator), and so is a NaN; a key missing from every problem is warned about. Any other value (a string, a
 dict...) is refused: turned into NaN it would be imputed as a constant that carries no information, silently; so is
 an infinite value (JSON ``Infinity``, ``1e309``) and one whose square overflows (beyond :data:`MAX_METADATA`).
+
+A data row's columns that the loader keeps apart in ``metadata["data_columns"]`` (lists, objects, nulls, and scalar
+columns named as one of gradprobe's own keys: :func:`gradprobe.tasks.dataset._keep_columns`) are checked under their
+names too: a list or object is a value that is no number, a null is missing, and ``data_columns`` itself is never
+a key. A scalar kept apart is not usable by its name: that name means gradprobe's own value (the file's ``source``,
+the loader's ``row``), so the column is to be renamed, not read ambiguously.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import warnings
 from typing import Sequence
 
 from ..tasks.base import prompt_place
+from ..tasks.columns import DATA_COLUMNS
 
 __all__ = ["is_numeric", "check_metadata_keys", "prompt_place", "IDENTIFIER_KEYS", "DEFAULT_KEYS"]
 
@@ -75,7 +82,11 @@ def check_metadata_keys(problems, keys: Sequence[str], *, warn_absent: bool = Tr
         them" (``key`` itself is never among them, though it may be numeric in most prompts). A key with an
         infinite value (JSON ``Infinity`` or ``1e309``, read as inf) in some problem: named with the first such prompt
         (id and line), how many there are, and the fix (scikit-learn said only "Input X contains infinity"). A key
-        with a value beyond +-:data:`MAX_METADATA` (its square overflows).
+        with a value beyond +-:data:`MAX_METADATA` (its square overflows). A key that is no feature whatever its
+        values: ``data_columns`` (:data:`gradprobe.tasks.columns.DATA_COLUMNS`, the loader's dict of a data row's
+        columns kept apart: no scalar key), an identifier (:data:`IDENTIFIER_KEYS`), or a data column named as one of
+        gradprobe's own metadata keys (kept apart there: the fix is to rename the column). A data column kept apart
+        as a list or an object is that key's value, refused as no number; a null there is missing.
 
     Warns
     -----
@@ -97,10 +108,11 @@ def check_metadata_keys(problems, keys: Sequence[str], *, warn_absent: bool = Tr
             raise ValueError(f"metadata key {key!r} (--metadata-keys) is given twice; give each key once")
         seen.add(key)
     for key in keys:
+        _refuse_no_feature(problems, key)
         _refuse_non_numeric(problems, key)
         _refuse_infinite(problems, key)
         _refuse_beyond_range(problems, key)
-    present = sorted({k for p in problems for k in (getattr(p, "metadata", None) or {})})
+    present = sorted({k for p in problems for k in [*_meta(p), *_columns(p)] if k != DATA_COLUMNS})
     absent = [k for k in keys if k not in present]
     if absent and problems and warn_absent and tuple(keys) == DEFAULT_KEYS:
         warnings.warn(_defaults_absent(absent, _numeric_keys(problems)), stacklevel=3)
@@ -115,6 +127,57 @@ def check_metadata_keys(problems, keys: Sequence[str], *, warn_absent: bool = Tr
                       f"information; give {'it numbers' if len(empty) == 1 else 'them numbers'} in the data or leave "
                       f"{'it' if len(empty) == 1 else 'them'} out of --metadata-keys (keys numeric in every prompt "
                       f"holding them: {', '.join(_numeric_keys(problems)) or 'none'})", stacklevel=3)
+
+
+def _meta(prob) -> dict:
+    """``prob.metadata``, or {} when it has none."""
+    return getattr(prob, "metadata", None) or {}
+
+
+def _columns(prob) -> dict:
+    """The data columns the loader keeps apart in ``prob.metadata[DATA_COLUMNS]`` (lists, objects, nulls, and columns
+    named as one of gradprobe's own metadata keys: :func:`gradprobe.tasks.dataset._keep_columns`), or {}."""
+    held = _meta(prob).get(DATA_COLUMNS)
+    return held if isinstance(held, dict) else {}
+
+
+def _value(prob, key: str):
+    """``prob``'s value for ``key``: its metadata's, else its data column's of that name (:func:`_columns`: a list, an
+    object or a null there is the data's value of the key, refused or missing as one at the top level would be)."""
+    meta = _meta(prob)
+    return meta[key] if key in meta else _columns(prob).get(key)
+
+
+def _refuse_no_feature(problems, key: str) -> None:
+    """ValueError for a key that is no feature whatever its values: :data:`DATA_COLUMNS` (the loader's dict of a row's
+    columns kept apart), an identifier (:data:`IDENTIFIER_KEYS`), or a data column named as one of gradprobe's own
+    metadata keys (a scalar the loader keeps in ``metadata[DATA_COLUMNS]``, as its name means gradprobe's value);
+    each message names the key, why, the fix and the keys numeric in every prompt holding them."""
+    def numeric() -> str:  # only when refusing: one pass over the pool's metadata
+        return f"keys numeric in every prompt holding them: {', '.join(_numeric_keys(problems)) or 'none'}"
+
+    if key == DATA_COLUMNS:
+        raise ValueError(f"metadata key {key!r} (--metadata-keys) is no metadata key: it is where the loader keeps a "
+                         "data row's columns that are not scalar metadata (lists, objects, nulls, columns named as "
+                         f"gradprobe's own keys); give a numeric column by its own name ({numeric()})")
+    if key in IDENTIFIER_KEYS:
+        raise ValueError(f"metadata key {key!r} (--metadata-keys) is an identifier (a data row's own id, or its "
+                         "0-based row), never a feature: its order carries no difficulty; leave it out of "
+                         f"--metadata-keys, or give a numeric column of another name ({numeric()})")
+    shadowed = [p for p in problems if _shadowed(_columns(p).get(key))]
+    if shadowed:
+        prob = min(shadowed, key=_row)
+        raise ValueError(f"metadata key {key!r} (--metadata-keys): the data column {key!r} "
+                         f"({_short(_columns(prob)[key])} in {prompt_place(prob)}) is named as one of gradprobe's own "
+                         f"metadata keys, so the loader keeps it apart in Problem.metadata[{DATA_COLUMNS!r}], not as a "
+                         f"feature; rename the column in the data (e.g. '{key}_value') and give that name "
+                         f"({numeric()})")
+
+
+def _shadowed(value) -> bool:
+    """Whether a data column's ``value`` kept in ``metadata[DATA_COLUMNS]`` is a scalar (not null, a list or an
+    object): the loader keeps scalar columns under their names, except those named as one of gradprobe's own keys."""
+    return value is not None and not isinstance(value, (list, dict))
 
 
 def _has_value(prob, key: str) -> bool:
@@ -133,7 +196,7 @@ def _refuse_non_numeric(problems, key: str) -> None:
     number nor None: the first three such values in data order (each with its prompt id and, for a data file's
     rows, its line, counting from 1), how many more, in how many prompts the key is a number, the fix (a number
     written as text, "2", is to be the JSON number 2), and the keys numeric wherever held (:func:`_numeric_keys`)."""
-    values = [(prob, (getattr(prob, "metadata", None) or {}).get(key)) for prob in problems]
+    values = [(prob, _value(prob, key)) for prob in problems]
     bad = sorted(((prob, v) for prob, v in values if v is not None and not is_numeric(v)), key=lambda b: _row(b[0]))
     if not bad:
         return
@@ -241,10 +304,12 @@ def _did_you_mean(absent: list[str], numeric: list[str]) -> str:
 
 def _numeric_keys(problems) -> list[str]:
     """Keys whose present values are numbers in every problem holding them (sorted), less the identifiers
-    :data:`IDENTIFIER_KEYS` (numbers, but no features: the keys these messages offer as features)."""
+    :data:`IDENTIFIER_KEYS` (numbers, but no features: the keys these messages offer as features); a list or an
+    object a row's data column holds in ``metadata[DATA_COLUMNS]`` counts as that key's non-numeric value there."""
     found: dict[str, bool] = {}
     for prob in problems:
-        for k, v in (getattr(prob, "metadata", None) or {}).items():
-            if v is not None and k not in IDENTIFIER_KEYS:
+        held = {**{k: v for k, v in _columns(prob).items() if not _shadowed(v)}, **_meta(prob)}  # the row's values
+        for k, v in held.items():
+            if v is not None and k not in IDENTIFIER_KEYS and k != DATA_COLUMNS:
                 found[k] = found.get(k, True) and is_numeric(v)
     return sorted(k for k, ok in found.items() if ok and any(_has_value(p, k) for p in problems))

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, NamedTuple
 
-from ..config import DTYPE_NAMES, MAX_POOL, SamplingConfig
+from ..config import DTYPE_NAMES, MAX_POOL, MAX_SEED, SamplingConfig
 from ..ledger import Ledger
 from ..outputs import prepare_output_dir, removed_if_left_empty
 from ..tasks import load_task
@@ -49,8 +49,6 @@ __all__ = ["DTYPES", "SMALL_FIT_PROMPTS", "MAX_POOL", "MAX_SEED", "PoolSettings"
 
 #: Policy dtypes the commands accept (``--dtype``).
 DTYPES = DTYPE_NAMES
-#: The largest ``seed`` / ``data_seed`` (what torch's and numpy's seeding take without overflow).
-MAX_SEED = 2**63 - 1
 
 
 def _flag(name: str) -> str:
@@ -86,7 +84,8 @@ class PoolSettings:
     temperature : float
         Sampling temperature.
     batch_size : int
-        >= 1, sequences per generate call.
+        >= 1, sequences per generate call. The sampled completions depend on it (micro-batch composition:
+        :class:`gradprobe.rollout.hf.HFSampler`), so a run is reproduced with the same value and seed.
     feature_batch_size : int
         >= 1, prompts per feature forward.
     device : str
@@ -102,7 +101,8 @@ class PoolSettings:
     ValueError
         A value of the wrong type or out of range; the message names the setting, its flag and the
         value (e.g. ``max_new_tokens (--max-new-tokens) must be >= 1, got 0``, ``seed (--seed) must be an
-        integer in [0, 2**63 - 1], got -1``); a metadata key given twice.
+        integer in [0, 2**63 - 1], got -1``); a metadata key given twice; a key of a list that holds a comma
+        (it would be read as two keys).
     """
 
     skip_malformed: bool = False
@@ -180,6 +180,10 @@ def _checked(f: dataclasses.Field, value):
     where = f"{f.name} ({_flag(f.name)})"
     if f.name == "metadata_keys":
         if isinstance(value, (list, tuple)) and all(isinstance(k, str) for k in value):
+            joined = next((k for k in value if "," in k), None)  # stored joined: it would be split into two keys
+            if joined is not None:
+                raise ValueError(f"{where} key {joined!r} holds a comma, which separates keys: give each key as its "
+                                 "own list item, and rename a data column whose name holds a comma")
             value = ",".join(value)
         if not isinstance(value, str):
             raise ValueError(f"{where} must be comma-separated keys or a list of keys, got {value!r}")
