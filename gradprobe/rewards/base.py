@@ -471,9 +471,9 @@ def reward_origin(fn) -> str:
         inner = _wrapped(fn)
     except ValueError:  # wrappers that loop: named as they are (a message must not fail on the reward it names)
         inner = fn
-    code = getattr(inner, "__code__", None)
+    code = _defining_code(inner)
     place = (f" (a lambda at line {code.co_firstlineno} of {code.co_filename})"
-             if isinstance(code, types.CodeType) and getattr(inner, "__name__", None) == "<lambda>" else "")
+             if code is not None and getattr(inner, "__name__", None) == "<lambda>" else "")
     return f"{module}.{name}{place}"
 
 
@@ -502,7 +502,8 @@ def _where(fn) -> tuple:
       when these match (a reloaded module re-running its ``@register_reward``, a notebook cell run again), and a
       user's function of the same name in another module (``def outcome`` in a notebook) is another reward; a
       lambda or a function defined inside another (a ``<`` in its qualified name, which every lambda of a module
-      shares) adds the line its code starts on, so two lambdas of one module are two rewards;
+      shares) adds the line its code starts on, so two lambdas of one module are two rewards, wrapped by a
+      ``functools.wraps`` decorator too (the code of the function it wraps: :func:`_defining_code`);
     - a :func:`~gradprobe.rewards.sequence.sequence_reward` wrapper: where the function it wraps is, with its scale
       (every wrapper has the wrapper's own module and qualified name: two wrapped functions are two rewards); a
       plug-in's native reward (:func:`gradprobe.rewards.plugin.checked_native`): where the function it checks is;
@@ -517,10 +518,32 @@ def _where(fn) -> tuple:
     module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
     if not isinstance(qualname, str) or not qualname:
         return *wrappers, module, SameObject(fn)
-    code = getattr(fn, "__code__", None)
-    if "<" in qualname and isinstance(code, types.CodeType):
+    code = _defining_code(fn)
+    if "<" in qualname and code is not None:
         return *wrappers, module, qualname, code.co_firstlineno
     return *wrappers, module, qualname
+
+
+def _defining_code(fn) -> types.CodeType | None:
+    """The code of the function whose module and qualified name ``fn`` carries: a ``functools.wraps`` wrapper's
+    ``__wrapped__``, followed while it has the wrapper's module and qualified name (which ``wraps`` copies, but not
+    the code), else ``fn``'s own; None when that has no code (a builtin, a callable object).
+
+    Why: :func:`_where` tells lambdas and nested functions apart by the line their code starts on, and every
+    function one ``wraps`` decorator wraps has that decorator's inner function's code, so two lambdas it wrapped
+    were one reward (one silently replaced the other) and a lambda wrapped was another reward than the lambda.
+    The walk stops at a ``__wrapped__`` of another name (not a copy: set by hand), at one already walked (a loop)
+    and after :data:`MAX_WRAPPERS` layers (an object that makes attributes when asked)."""
+    place, seen = (getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)), {id(fn): fn}
+    while len(seen) <= MAX_WRAPPERS:
+        inner = getattr(fn, "__wrapped__", None)
+        module, qualname = getattr(inner, "__module__", None), getattr(inner, "__qualname__", None)
+        named = isinstance(module, str) and isinstance(qualname, str)  # compared as text: no object's own __eq__
+        if id(inner) in seen or not named or (module, qualname) != place:
+            break
+        seen[id(inner)] = fn = inner
+    code = getattr(fn, "__code__", None)
+    return code if isinstance(code, types.CodeType) else None
 
 
 def get_reward(name: str) -> Reward:

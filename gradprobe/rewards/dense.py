@@ -64,7 +64,10 @@ def mc_value_advantages(sv: StepValues, completion_mask: torch.Tensor) -> tuple[
         invalid rows; a group whose step values are all equal gives 0.
     valid : BoolTensor, shape (N,)
     stats : dict
-        ``missing`` (invalid rows), ``zero_variance_groups``, ``mean_reward``, ``mean_step_value``.
+        ``missing`` (invalid rows), ``zero_variance_groups``, ``groups``, ``nonfinite_groups`` and
+        ``overflow_max_abs_reward`` (groups whose step values differ but overflow float64 group statistics, advantage
+        0, and their largest |value|: :func:`~gradprobe.grpo.advantages.group_normalize`, read by the probe's notes
+        and the training loop's warning), ``mean_reward``, ``mean_step_value``.
     """
     g = sv.group_size
     n_rows = sv.num_rows
@@ -83,9 +86,23 @@ def mc_value_advantages(sv: StepValues, completion_mask: torch.Tensor) -> tuple[
     adv = adv * valid[:, None].to(torch.float64)
     finite = mat[torch.isfinite(mat)]
     stats = {"missing": int((~valid).sum()), "zero_variance_groups": gstats["zero_variance_groups"],
-             "groups": b, "mean_reward": _mean([r for r, v in zip(sv.rewards, valid.tolist()) if v]),
+             "groups": b, **overflow_stats(gstats),
+             "mean_reward": _mean([r for r, v in zip(sv.rewards, valid.tolist()) if v]),
              "mean_step_value": float(finite.mean()) if finite.numel() else math.nan}
     return adv, valid, stats
+
+
+def overflow_stats(*parts: dict) -> dict:
+    """``nonfinite_groups`` and ``overflow_max_abs_reward`` of a reward made of ``parts`` (the ``stats`` of its group
+    normalisations, :func:`~gradprobe.grpo.advantages.group_normalize`: its step values, its outcome), each part's
+    absent keys as 0: the larger count (groups of the batch in which a part overflowed float64 group statistics and got
+    advantage 0; a group may overflow in both) and the largest |reward| of those groups.
+
+    Why: the probe's notes (:func:`gradprobe.probe.result.diagnose`) and the training loop's warning read these keys
+    to tell the user to rescale the reward; a dense or hybrid reward that dropped them left those groups at advantage 0
+    without a word."""
+    return {"nonfinite_groups": max(int(p.get("nonfinite_groups") or 0) for p in parts),
+            "overflow_max_abs_reward": max(float(p.get("overflow_max_abs_reward") or 0.0) for p in parts)}
 
 
 def mc_advantage_advantages(sv: StepValues, completion_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict]:
@@ -188,7 +205,8 @@ def _make_hybrid(lam: float, name: str):
         adv, valid = hybrid_advantages(a_mc, v_mc, out.advantages, out.valid, lam)
         stats = {"missing": int((~valid).sum()), "lambda": lam, "mean_reward": s_mc["mean_reward"],
                  "zero_variance_groups_mc_value": s_mc["zero_variance_groups"],
-                 "zero_variance_groups_outcome": out.stats["zero_variance_groups"]}
+                 "zero_variance_groups_outcome": out.stats["zero_variance_groups"], "groups": s_mc["groups"],
+                 **overflow_stats(s_mc, out.stats)}
         return _output(name, adv, valid, stats, sv)
 
     hybrid.__name__ = hybrid.__qualname__ = name.replace(".", "")

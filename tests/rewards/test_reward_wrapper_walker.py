@@ -123,8 +123,8 @@ def test_a_functools_wraps_chain_is_not_unwrapped(m):
         assert reward_origin(fn) == f"{MOD}.plain" and _where(fn) == (MOD, "plain")
         assert same_reward(fn, m.plain)  # where it is defined: wraps copies the module and qualified name
     check_distinct_rewards([("plain", m.plain), ("w", m.wrapped_plain), ("ww", m.wrapped_twice)])
-    assert _where(m.wrapped_lam) == (MOD, "<lambda>", 12)  # the code is the decorator's inner function's
-    assert reward_origin(m.wrapped_lam) == f"{MOD}.<lambda> (a lambda at line 12 of {m.__file__})"
+    assert _where(m.wrapped_lam) == (MOD, "<lambda>", 20)  # the wrapped lambda's own line, not the decorator's
+    assert reward_origin(m.wrapped_lam) == f"{MOD}.<lambda> (a lambda at line 20 of {m.__file__})"
 
 
 def test_lambdas_on_one_line_are_one_place_but_two_objects(m):
