@@ -22,17 +22,20 @@ import dataclasses
 import hashlib
 import json
 import math
+import numbers
 import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .config import MAX_SEED
 from .errors import ModelNotFoundError
+from .token_counts import echo_text
 from .tasks.chain_sum import chain_sum_target  # noqa: F401  (re-exported: the tiny tier's SFT target)
 
 __all__ = ["TinyTierConfig", "TierNotBuiltError", "TIERS", "TINY_TASK", "TINY_FRONTIER_TASK", "cache_root",
-           "shipped_root", "tier_config", "config_hash", "tier_path", "chain_sum_target", "TINY_ARCHITECTURES",
-           "TIER_ALIASES", "ALIASES"]
+           "shipped_root", "tier_config", "check_seed", "config_hash", "tier_path", "chain_sum_target",
+           "TINY_ARCHITECTURES", "TIER_ALIASES", "ALIASES"]
 
 FORMAT_VERSION = 1  # bump when the build procedure (gradprobe.warmstart) changes: invalidates cached tiers
 #: Warm-start task of the tiny tier (``load_task("chain_sum", **TINY_TASK)``).
@@ -170,9 +173,37 @@ def _tiny_llama_sft() -> TinyTierConfig:
 TIERS = {"tiny": TinyTierConfig, "tiny-llama-sft": _tiny_llama_sft}
 
 
+def check_seed(seed) -> int:
+    """``seed`` as an ``int`` if it is a build seed: an integer (not a bool; a numpy integer too) in
+    [0, :data:`~gradprobe.config.MAX_SEED`], the range ``--seed`` accepts.
+
+    A float or a string would otherwise be hashed as ``int(seed)`` (1.5 and True naming seed 1's build), and a
+    seed out of range would be told to run a ``gradprobe warmstart --seed`` command that refuses it.
+
+    Raises
+    ------
+    ValueError
+        Not such an integer; the message names ``seed`` and the range.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed <= MAX_SEED:
+        if isinstance(seed, numbers.Integral) and int(seed).bit_length() > 256:  # str() of 10**5000 raises
+            shown = f"an integer of about {int(int(seed).bit_length() * math.log10(2)) + 1} digits"
+        else:
+            shown = echo_text(repr(seed), str)
+        raise ValueError(f"seed (--seed) must be an integer in [0, 2**63 - 1] (it seeds numpy and torch), got {shown}")
+    return int(seed)
+
+
 def config_hash(config: TinyTierConfig, seed: int) -> str:
-    """First 12 hex digits of the sha256 of the config, seed and :data:`FORMAT_VERSION`."""
-    blob = json.dumps({"config": config.to_dict(), "seed": int(seed), "format": FORMAT_VERSION}, sort_keys=True)
+    """First 12 hex digits of the sha256 of the config, seed and :data:`FORMAT_VERSION`.
+
+    Raises
+    ------
+    ValueError
+        ``seed`` is not an integer in [0, 2**63 - 1] (:func:`check_seed`).
+    """
+    blob = json.dumps({"config": config.to_dict(), "seed": check_seed(seed), "format": FORMAT_VERSION},
+                      sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -189,9 +220,14 @@ def tier_config(name: str, config: TinyTierConfig | None = None) -> TinyTierConf
     ------
     ValueError
         ``name`` is not a key of :data:`TIERS` (the message lists them).
+    TypeError
+        ``config`` is neither None nor a :class:`TinyTierConfig` (for a dict, the message says how to make one).
     """
-    if name not in TIERS:
+    if not isinstance(name, str) or name not in TIERS:
         raise ValueError(f"unknown tier {name!r}; valid tiers: {', '.join(TIERS)}")
+    if config is not None and not isinstance(config, TinyTierConfig):
+        hint = " (TinyTierConfig(**config) builds one from a dict)" if isinstance(config, dict) else ""
+        raise TypeError(f"config must be a TinyTierConfig, got {type(config).__name__}{hint}")
     return config if config is not None else TIERS[name]()
 
 
@@ -237,7 +273,9 @@ def tier_path(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | Non
         Neither cached nor shipped; the message gives the command that builds it
         (:func:`gradprobe.warmstart.build_tier` from Python).
     ValueError
-        Unknown tier name.
+        Unknown tier name, or ``seed`` not an integer in [0, 2**63 - 1] (:func:`check_seed`).
+    TypeError
+        ``config`` is not a :class:`TinyTierConfig`.
     """
     config = tier_config(name, config)
     folder = f"{name}-{config_hash(config, seed)}"

@@ -35,7 +35,8 @@ answer after ``####``, the format the prompt asks for (:data:`gradprobe.tasks.pr
     #### 16
 
 The build is deterministic for a seed and thread count (``threads``, 2 by default, is part of
-the config: the thread count changes floating-point reductions), cached under ``$GRADPROBE_CACHE/tiers/tiny-<hash>`` (default
+the config: the thread count changes floating-point reductions), cached under
+``$GRADPROBE_CACHE/tiers/tiny-<hash>`` (default
 ``~/.cache/gradprobe/tiers``; the hash covers the whole :class:`TinyTierConfig`, seed included),
 and written atomically: built into a hidden temporary folder, then renamed. The folder holds
 ``save_pretrained`` weights (safetensors), the tokenizer and ``warmstart.json`` (config, seed,
@@ -63,13 +64,14 @@ import torch
 
 from .outputs import give_umask_mode, versions
 from .tasks.chain_sum import chain_sum_target
-from .tiers import FORMAT_VERSION, TinyTierConfig, cache_root, config_hash, tier_config
+from .tiers import FORMAT_VERSION, TinyTierConfig, cache_root, check_seed, config_hash, shipped_root, tier_config
 from .tasks.prompts import encode_prompt
 from .config import SamplingConfig
 from .rollout import HFSampler, collect_rollouts
 from .char_tokenizer import char_tokenizer
 from .models import RECORD_FIELDS  # noqa: F401 - re-exported: it moved to gradprobe.models
-from .models import TIER_MARKER, TierDamagedError, load_policy, tier_damage, tier_record_damage, tiny_config
+from .models import SHARD_INDEX, TIER_MARKER, WEIGHTS_FILE, TierDamagedError, load_policy, tier_damage
+from .models import tier_record_damage, tiny_config
 from .tasks import load_task
 
 
@@ -220,9 +222,7 @@ def _build_into(folder: Path, config: TinyTierConfig, seed: int, progress: bool,
 
     start, cpu_start = time.perf_counter(), time.process_time()
     tokenizer = char_tokenizer("compact")
-    model_config = tiny_config(config.arch, vocab_size=len(tokenizer), hidden_size=config.hidden_size,
-                               layers=config.layers, heads=config.heads, kv_heads=config.kv_heads,
-                               intermediate_size=config.intermediate_size, max_positions=config.max_positions)
+    model_config = _model_config(config, len(tokenizer))
     task = load_task(config.task, **config.task_config)
     n_real = config.steps * config.batch_size
     n_rows = config.steps * config.bare_rows
@@ -264,8 +264,15 @@ def _build_into(folder: Path, config: TinyTierConfig, seed: int, progress: bool,
     }
 
 
-def build_tier(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | None = None, out: str | Path | None = None,
-               force: bool = False, progress: bool = True) -> Path:
+def _model_config(config: TinyTierConfig, vocab_size: int):
+    """The transformers config of the model ``config`` builds (:func:`gradprobe.models.tiny_config`)."""
+    return tiny_config(config.arch, vocab_size=vocab_size, hidden_size=config.hidden_size, layers=config.layers,
+                       heads=config.heads, kv_heads=config.kv_heads, intermediate_size=config.intermediate_size,
+                       max_positions=config.max_positions)
+
+
+def build_tier(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | None = None,
+               out: str | Path | None = None, force: bool = False, progress: bool = True) -> Path:
     """Build a tier (or return the cached one) and return its folder.
 
     Parameters
@@ -301,12 +308,17 @@ def build_tier(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | No
     Raises
     ------
     ValueError
-        Unknown tier name, or a seed outside [0, 2**63 - 1].
+        Unknown tier name, a seed outside [0, 2**63 - 1], or a build into the builds shipped with the package
+        (:func:`gradprobe.tiers.shipped_root` or a folder inside it, by ``out`` or ``$GRADPROBE_CACHE``; reusing one
+        there is allowed).
     TypeError
         ``config`` is not a :class:`TinyTierConfig`.
     gradprobe.models.TierDamagedError
-        Without ``force``, ``out`` holds a damaged build, or one without ``warmstart.json`` (a ValueError; the
-        message names the file and ``--force``).
+        Without ``force``, ``out`` holds a damaged build (a file missing or unreadable, a ``config.json`` that is
+        not the recipe's model: another ``model_type`` or shape, a ``model.safetensors`` whose tensors are not the
+        recipe's model's: one missing, extra or of another shape, or one without ``warmstart.json``; a ValueError;
+        the message names the file and ``--force``, and when the weights were re-saved as shards or
+        ``pytorch_model.bin``, that ``--force`` deletes them and how to keep them).
     TierBuildBusyError
         Another live process is building into the same folder (a RuntimeError; the message names its pid, the
         lock file and the fix: wait for it, or another ``--out``).
@@ -330,8 +342,7 @@ def build_or_reuse_tier(name: str = "tiny", *, seed: int = 0, config: TinyTierCo
     if config is not None and not isinstance(config, TinyTierConfig):
         hint = " (TinyTierConfig(**config) builds one from a dict)" if isinstance(config, dict) else ""
         raise TypeError(f"config must be a TinyTierConfig, got {type(config).__name__}{hint}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= 2**63 - 1:
-        raise ValueError(f"seed (--seed) must be an integer in [0, 2**63 - 1] (it seeds numpy and torch), got {seed!r}")
+    seed = check_seed(seed)
     config = tier_config(name, config)
     target = Path(out).expanduser() if out is not None else cache_root() / f"{name}-{config_hash(config, seed)}"
     what, fix = _naming(out, target)
@@ -339,6 +350,7 @@ def build_or_reuse_tier(name: str = "tiny", *, seed: int = 0, config: TinyTierCo
     finished = (target / "warmstart.json").is_file()
     if not force and _reusable(target, name, config, seed, explicit=out is not None):
         return _reuse(target, name, "")
+    _refuse_shipped(target, what)
     if not finished:
         _refuse_unfinished(target, force=force, explicit=out is not None)
     try:
@@ -354,6 +366,28 @@ def build_or_reuse_tier(name: str = "tiny", *, seed: int = 0, config: TinyTierCo
     finally:
         lock.release()
     return target, False
+
+
+def _refuse_shipped(target: Path, what: str) -> None:
+    """Refuse to build into the folder of the builds shipped with the package (:func:`gradprobe.tiers.shipped_root`):
+    they are the weights the shipped studies, reference curves and calibration were measured on, and a rebuild there
+    (``--force``, ``--out`` under it, or ``GRADPROBE_CACHE`` pointing at ``gradprobe/data``) would replace them
+    unnoticed, since nothing would differ from the cache build to warn of (``RebuiltTierWarning``). Reusing a
+    shipped build there stays allowed.
+
+    Raises
+    ------
+    ValueError
+        ``target`` is ``shipped_root()`` or inside it; the message names it and the fix.
+    """
+    shipped = shipped_root().resolve()
+    resolved = target.resolve()
+    if resolved != shipped and shipped not in resolved.parents:
+        return
+    raise ValueError(f"{what} is inside {shipped}, the tier builds shipped with gradprobe (the weights its shipped "
+                     "studies, reference curves and calibration were measured on), which gradprobe warmstart never "
+                     "rebuilds; build into the cache instead (no --out, and GRADPROBE_CACHE not pointing into the "
+                     "package) or into another --out folder")
 
 
 def _reuse(target: Path, name: str, how: str) -> tuple[Path, bool]:
@@ -382,6 +416,8 @@ def _refuse_unfinished(target: Path, *, force: bool, explicit: bool) -> None:
     if (target / TIER_MARKER).is_file() and all(p.is_file() and not p.is_symlink() and p.suffix in _BUILD_SUFFIXES
                                                  for p in entries):
         damage = f"{target / 'warmstart.json'} is missing"
+        if not (target / WEIGHTS_FILE).exists():
+            damage += _other_weights_note(target, f"{target / WEIGHTS_FILE} is missing")
         if force:
             return
         if explicit:
@@ -582,14 +618,84 @@ def _reusable(target: Path, name: str, config: TinyTierConfig, seed: int, *, exp
                                f"seed {seed} (config_hash {want}); " + ("pass --force (force=True) to replace it, "
                                "or choose another folder for --out" if explicit else "remove it or pass --force "
                                "(force=True) to replace it"))
-        damage = tier_damage(target)
+        damage = tier_damage(target) or _config_damage(target, config) or _weights_damage(target, config)
         if damage is None:
             return True
+        damage += _other_weights_note(target, damage)
     if explicit:
         raise TierDamagedError(f"{damage}: {target} holds a damaged tier build; rebuild it with --force "
                                "(force=True), or choose another folder for --out")
     log.warning("%s; rebuilding the cached tier build in %s", damage, target)
     return False
+
+
+#: ``config.json`` key -> the :class:`TinyTierConfig` field it must equal (a build's model shape).
+_SHAPE_KEYS = {"hidden_size": "hidden_size", "num_hidden_layers": "layers", "num_attention_heads": "heads",
+               "num_key_value_heads": "kv_heads", "intermediate_size": "intermediate_size",
+               "max_position_embeddings": "max_positions"}
+_MODEL_TYPES = {"tiny-qwen2": "qwen2", "tiny-llama": "llama"}
+
+
+def _config_damage(target: Path, config: TinyTierConfig) -> str | None:
+    """``<target>/config.json is damaged (<key> is <value>, the build's recipe gives <expected>)`` when the folder's
+    model config is not the one ``config`` builds (``model_type``, the shape of :data:`_SHAPE_KEYS`, ``vocab_size``
+    of the character tokenizer): an edited or swapped ``config.json`` that still holds a JSON object, which
+    ``from_pretrained`` would refuse (no ``model_type``) or fail on (weights of another shape); else None."""
+    path = target / "config.json"
+    found = json.loads(path.read_text())  # tier_damage has read it as a JSON object
+    want = {"model_type": _MODEL_TYPES[config.arch], "vocab_size": len(char_tokenizer("compact")),
+            **{key: getattr(config, field) for key, field in _SHAPE_KEYS.items()}}
+    for key, value in want.items():
+        if key not in found:
+            return f"{path} is damaged (no {key!r}; the build's recipe gives {value!r})"
+        if found[key] != value or isinstance(found[key], bool):
+            return f"{path} is damaged ({key} is {found[key]!r}, the build's recipe gives {value!r})"
+    return None
+
+
+def _weights_damage(target: Path, config: TinyTierConfig) -> str | None:
+    """``<target>/model.safetensors is damaged (<how>)`` when its tensors are not those of the model ``config``
+    builds: a tensor missing (``from_pretrained`` would initialise it at random, with a report, not an error), one
+    it does not have, or another shape (names and shapes from the file's header and from the model built on the
+    ``meta`` device: no weights are read or allocated); else None. Catches weights swapped for another tier's."""
+    from safetensors import safe_open
+    from transformers import AutoModelForCausalLM
+
+    path = target / WEIGHTS_FILE
+    with safe_open(str(path), "pt") as f:  # tier_damage has read its header
+        found = {key: tuple(f.get_slice(key).get_shape()) for key in f.keys()}
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(_model_config(config, len(char_tokenizer("compact"))))
+    want = {key: tuple(p.shape) for key, p in model.named_parameters()}  # tied lm_head: once, as save_pretrained
+    missing, extra = sorted(set(want) - set(found)), sorted(set(found) - set(want))
+    shaped = [f"{k} has shape {list(found[k])}, the recipe's model {list(want[k])}" for k in sorted(want)
+              if k in found and found[k] != want[k]]
+
+    def listed(keys: list[str]) -> str:
+        return ", ".join(keys[:2]) + (f" and {len(keys) - 2} more" if len(keys) > 2 else "")
+    how = ([f"no tensor {listed(missing)}"] if missing else []) + (
+        [f"tensors the recipe's model has not: {listed(extra)}"] if extra else []) + shaped[:1]
+    if not how:
+        return None
+    return f"{path} is damaged (not the weights of the recipe's model: {'; '.join(how)})"
+
+
+def _other_weights_note(target: Path, damage: str) -> str:
+    """When ``damage`` is a missing ``model.safetensors`` and ``target`` holds the model's weights in another form (a
+    shard index and its shards, or ``pytorch_model.bin``, e.g. a copy of the tier re-saved), a note saying so: a tier
+    build is read and identified by its one ``model.safetensors`` (and only safetensors weights are ever loaded), and
+    ``--force`` replaces the whole folder, which deletes those weights, so how to keep them; else ''."""
+    if damage != f"{target / WEIGHTS_FILE} is missing":
+        return ""
+    held = [name for name in (SHARD_INDEX, "pytorch_model.bin", "pytorch_model.bin.index.json")
+            if (target / name).is_file()]
+    if not held:
+        return ""
+    return (f" (the folder holds {' and '.join(held)} instead of {WEIGHTS_FILE}: a tier build is read and "
+            f"identified by its one {WEIGHTS_FILE}, and gradprobe loads safetensors weights only; --force replaces the "
+            "whole folder and deletes those weights, so to keep them copy them elsewhere first, or load the model and "
+            f"save it into this folder with save_pretrained(folder), which writes one {WEIGHTS_FILE} for a model "
+            "below its max_shard_size)")
 
 
 def _described(record: dict, config: TinyTierConfig) -> str:
