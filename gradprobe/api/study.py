@@ -53,7 +53,7 @@ class StudyAnalysis:
         first, at the matched budget of that axis.
     accuracy : pandas.DataFrame
         One row per (arm, axis read by the study): ``accuracy`` (greedy held-out accuracy, points, mean over seeds),
-        ``ci_low``/``ci_high`` (its t interval), ``gain_vs_control`` (points), ``gain_ci_low``/
+        ``ci_low``/``ci_high`` (its t interval, clipped to [0, 100]), ``gain_vs_control`` (points), ``gain_ci_low``/
         ``gain_ci_high``, ``seeds``.
     hypotheses : pandas.DataFrame
         One row per preregistered hypothesis: ``name``, ``treatment``, ``control``, ``at`` (axis),

@@ -222,21 +222,32 @@ def analysis_target(out: str | Path, overwrite: bool = False) -> Path:
     return out if overwrite or not (out / "analysis.json").exists() else out / REANALYSIS
 
 
+def _json_kind(value) -> str:
+    """JSON's name of the type of a parsed JSON ``value`` (null, boolean, number, string, array, object)."""
+    kinds = ((type(None), "null"), (bool, "boolean"), ((int, float), "number"), (str, "string"), (list, "array"))
+    return next((name for t, name in kinds if isinstance(value, t)), "object")
+
+
 def _warn_stale_analysis(out: Path) -> None:
-    """Warn (stderr) when ``out/analysis.json`` is damaged (not valid JSON) or no longer matches ``out/runs.csv``
-    (:func:`gradprobe.study.coverage.stale_analysis`); an unreadable runs.csv is left to the analysis."""
+    """Warn (stderr) when ``out/analysis.json`` is damaged (not valid JSON, or JSON but no object) or no longer
+    matches ``out/runs.csv`` (:func:`gradprobe.study.coverage.stale_analysis`); an unreadable runs.csv is left to the
+    analysis."""
     from ..study.coverage import stale_analysis
     from ..study.reading import AnalysisError, load_runs
 
     said, rewrite = shown(str(out)), f"`gradprobe study --analyze-only --out {shell_word(out)} --overwrite-analysis`"
     try:  # a damaged analysis.json (a write cut short) was kept with no word: calib refuses the study then
-        json.loads((out / "analysis.json").read_text(encoding="utf-8"))
+        data = json.loads((out / "analysis.json").read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
         print(f"gradprobe study: warning: {said}/analysis.json is damaged (not valid JSON: {e}), so calib refuses "
               f"this study; run {rewrite} to rewrite it", file=sys.stderr)
         return
     except OSError:
-        pass
+        data = {}
+    if not isinstance(data, dict):  # valid JSON but no analysis (null, [], a number): calib refuses it too
+        print(f"gradprobe study: warning: {said}/analysis.json is damaged (it holds a JSON {_json_kind(data)}, not "
+              f"an object), so calib refuses this study; run {rewrite} to rewrite it", file=sys.stderr)
+        return
     try:
         with warnings.catch_warnings(), reach_unrecorded():  # runs.csv's and the plan's warnings come once, from
             warnings.simplefilter("ignore")  # the analysis that follows (this hidden read does not count as given)

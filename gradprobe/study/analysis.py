@@ -28,7 +28,9 @@ Reading a run at a point
     A runs.csv whose generated_tokens, device_seconds or flops decreases along a run's evals is
     refused (:func:`~gradprobe.study.reading.load_runs`).
 Per-seed statistics
-    An arm's accuracy: mean over its read seeds with a Student-t 95% interval. A gain: paired over
+    An arm's accuracy (and the initial policy's): mean over its read seeds with a Student-t 95% interval,
+    clipped to [0, 100] points (:func:`~gradprobe.study.stats.accuracy_interval`; where a bound was moved,
+    ``ci_unclipped`` keeps the t interval beside ``ci``). A gain (in [-100, 100]) is not clipped: paired over
     the seeds read in both arms (:func:`~gradprobe.study.stats.paired_t`), and with per-item
     results the two-way bootstrap over seeds x items
     (:func:`~gradprobe.study.stats.two_way_bootstrap`), items read with the same weights.
@@ -115,13 +117,19 @@ def _side_effects(reads: dict) -> dict:
     return out
 
 
+def _unclipped(acc: dict | None) -> dict:
+    """``{"ci_unclipped": [lo, hi]}`` (the t interval before :func:`~gradprobe.study.stats.accuracy_interval` clipped
+    it to [0, 100]) where it was clipped, else {}: an accuracy interval inside the range is written as before."""
+    return {"ci_unclipped": acc["ci_unclipped"]} if acc and acc.get("ci_unclipped") else {}
+
+
 def _arm_axis(arm: str, reads: dict, init: dict, control: str, index, boot_kw: dict) -> dict:
     """One arm's entry on one axis: accuracy, reads, gains vs the control arm and vs initial."""
     mine = _by_seed(reads, arm)
     ok = {s: r["value"] for s, r in mine.items() if r["value"] is not None}
-    acc = stats.paired_t(list(ok.values())) if ok else None
+    acc = stats.accuracy_interval(list(ok.values())) if ok else None
     entry = {"accuracy": acc["estimate"] if acc else None, "ci": acc["ci"] if acc else None,
-             "per_seed": {s: r["value"] for s, r in sorted(mine.items())}, "seeds": len(ok),
+             **_unclipped(acc), "per_seed": {s: r["value"] for s, r in sorted(mine.items())}, "seeds": len(ok),
              "gap_exceeded": sorted(s for s, r in mine.items() if r["status"] == "gap_exceeded"),
              "read": {st: sum(r["status"] == st for r in mine.values())
                       for st in sorted({r["status"] for r in mine.values()})}}
@@ -160,12 +168,12 @@ def _initial(init: dict, runs: dict) -> dict:
     for (a, s), r in init.items():
         init_seed.setdefault(s, []).append(r["value"])
     per_seed = {s: float(np.mean(v)) for s, v in sorted(init_seed.items())}
-    t0 = stats.paired_t(list(per_seed.values()))
+    t0 = stats.accuracy_interval(list(per_seed.values()))
     samp = {}
     for (a, s), r in initial_reads(runs, "sampled_accuracy").items():
         samp.setdefault(s, []).append(r["value"])
     samp = {s: float(np.mean(v)) for s, v in sorted(samp.items())}
-    return {"accuracy": t0["estimate"], "ci": t0["ci"], "per_seed": per_seed,
+    return {"accuracy": t0["estimate"], "ci": t0["ci"], **_unclipped(t0), "per_seed": per_seed,
             "accuracy_sampled": float(np.mean(list(samp.values()))) if samp else None,
             "accuracy_sampled_per_seed": samp}
 

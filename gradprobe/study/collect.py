@@ -11,6 +11,7 @@ import csv
 import gzip
 import io
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,8 +88,9 @@ def collect_runs(plan: Plan, out: str | Path, read: FinishedRunFiles | None = No
     ------
     StudyError
         A finished run's ``metrics.jsonl`` is missing, unreadable, holds a line that is not a JSON object or an
-        eval line without its update, generated_tokens or device_seconds (one line naming the file, the line and
-        the fix: restore it, or delete the run's folder to rerun it).
+        eval line without its update, generated_tokens or device_seconds, or two eval lines of one update with
+        different values (one line naming the file, the line or update and the fix: restore it, or delete the run's
+        folder to rerun it). An eval line repeated exactly gives one row.
     """
     rows = []
     for arm, seed in plan.runs():
@@ -105,23 +107,39 @@ def collect_runs(plan: Plan, out: str | Path, read: FinishedRunFiles | None = No
     return rows
 
 
+def _same(a, b) -> bool:
+    """Whether two values of one eval line's field are the same record: equal, or both NaN (an eval line repeated
+    exactly that holds a NaN, e.g. a KL that overflowed, is one eval, though NaN != NaN)."""
+    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+
+
 def _run_rows(plan: Plan, arm: str, seed: int, folder: Path) -> list[dict]:
-    """The ``runs.csv`` rows of the finished run ``folder`` (``arm``, ``seed`` of ``plan``): one per eval line of
-    its ``metrics.jsonl`` (raises :class:`StudyError` as :func:`collect_runs` says)."""
+    """The ``runs.csv`` rows of the finished run ``folder`` (``arm``, ``seed`` of ``plan``): one per eval of its
+    ``metrics.jsonl``; an eval line repeated exactly (same update, same values) gives one row, as the eval was one
+    (raises :class:`StudyError` as :func:`collect_runs` says, and for two eval lines of one update that differ:
+    which is right cannot be told, and a runs.csv holding both is refused by the analysis)."""
     a = plan.arms[arm]
-    rows = []
+    rows, seen = [], {}
     for e in _json_lines(folder / METRICS_JSONL, lambda line: '"eval": true' in line):
         if missing := [k for k in ("update", "generated_tokens", "device_seconds") if k not in e]:
             raise StudyError(f"{folder / METRICS_JSONL}: an eval line (update {e.get('update')}) lacks "
                              f"{', '.join(missing)}: the run's file is damaged; restore it from a copy, or "
                              f"delete {folder} to rerun that run (the other runs are kept)")
-        rows.append({"arm": arm, "seed": seed, "update": e["update"], "generated_tokens": e["generated_tokens"],
-                     "device_seconds": e["device_seconds"], "accuracy": e.get("greedy_accuracy"),
-                     "accuracy_sampled": e.get("sampled_accuracy"), "reward": a.reward, "lr_scale": a.lr_scale,
-                     "flops": e.get("flops"), "response_length": e.get("response_length"),
-                     "format_rate": e.get("format_rate"), "kl_init": e.get("kl_init"),
-                     "step_validity_rate": e.get("step_validity_rate"),
-                     "step_count_deviation": e.get("step_count_deviation")})
+        row = {"arm": arm, "seed": seed, "update": e["update"], "generated_tokens": e["generated_tokens"],
+               "device_seconds": e["device_seconds"], "accuracy": e.get("greedy_accuracy"),
+               "accuracy_sampled": e.get("sampled_accuracy"), "reward": a.reward, "lr_scale": a.lr_scale,
+               "flops": e.get("flops"), "response_length": e.get("response_length"),
+               "format_rate": e.get("format_rate"), "kl_init": e.get("kl_init"),
+               "step_validity_rate": e.get("step_validity_rate"),
+               "step_count_deviation": e.get("step_count_deviation")}
+        first = seen.setdefault(e["update"], row)
+        if first is row:
+            rows.append(row)
+        elif differ := ", ".join(f"{k} {first[k]!r} and {row[k]!r}" for k in row if not _same(row[k], first[k])):
+            raise StudyError(f"{folder / METRICS_JSONL} records the eval at update {e['update']} twice with "
+                             f"different values ({differ}): the run's file is damaged and which line is right "
+                             f"cannot be told; restore it from a copy, or delete {folder} to rerun that run (the "
+                             "other runs are kept)")
     return rows
 
 

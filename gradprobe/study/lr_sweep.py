@@ -144,7 +144,8 @@ def _point(arm: str, scale: float, entry: dict, seeds_total: int, untrained: lis
     else:
         note = (f"not used: read on {entry['seeds']} of {seeds_total} seeds (refused, gap wider than the promised "
                 f"eval interval: seeds {refused}); a mean over fewer seeds is not compared")
-    return {"arm": arm, "lr_scale": scale, "accuracy": entry["accuracy"], "ci": entry["ci"],
+    clipped = {"ci_unclipped": entry["ci_unclipped"]} if entry.get("ci_unclipped") else {}
+    return {"arm": arm, "lr_scale": scale, "accuracy": entry["accuracy"], "ci": entry["ci"], **clipped,
             "seeds": entry["seeds"], "seeds_total": seeds_total, "refused_seeds": refused, "used": used,
             "note": note, "never_trained": never_trained_records(untrained), "reference": False, "difference": None,
             "difference_ci": None, "difference_ci_two_way": None, "difference_seeds": 0, "difference_note": None}
@@ -300,7 +301,8 @@ def lr_sweep(plan, arms: dict, matched: dict, *, control: str | None = None, pai
     dict
         ``groups``: per group (:func:`sweep_groups`) ``arms``, ``lr_scales``, ``shared``,
         ``reference``, ``duplicates``, ``not_run`` and ``axes``: axis -> ``budget``, ``points``
-        (per lr_scale: ``arm``, ``lr_scale``, ``accuracy`` and ``ci`` (points, 95% t over seeds),
+        (per lr_scale: ``arm``, ``lr_scale``, ``accuracy`` and ``ci`` (points, 95% t over seeds, clipped to
+        [0, 100]; ``ci_unclipped``, the t interval, only where a bound was clipped),
         ``seeds``, ``seeds_total``, ``refused_seeds``, ``used``, ``note``, ``never_trained`` (the arm's runs
         that never trained: the point is not used), ``reference``,
         ``difference``, ``difference_ci``, ``difference_ci_two_way``, ``difference_seeds``,

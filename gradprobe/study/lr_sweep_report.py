@@ -21,15 +21,32 @@ def _ci(ci) -> str:
     return "n/a" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
 
 
+def _clipped_ci(p: dict) -> tuple[list | None, bool]:
+    """A point's accuracy interval within [0, 100] points and whether its t interval was clipped to get there: where
+    the analysis clipped it (``ci_unclipped``), or, in an ``analysis.json`` written before accuracy intervals were
+    clipped, where a bound lies outside the range (clipped here, :data:`gradprobe.study.stats.ACCURACY_RANGE`)."""
+    ci = p["ci"]
+    if ci is None:
+        return None, False
+    lo, hi = stats.ACCURACY_RANGE
+    out = [min(max(ci[0], lo), hi), min(max(ci[1], lo), hi)]
+    return out, bool(p.get("ci_unclipped")) or out != list(ci)
+
+
 def _accuracy_ci(p: dict) -> str:
-    """A point's 95% t interval of its arm's mean accuracy over ``p["seeds"]`` seeds, as :func:`_ci` writes it, or
+    """A point's 95% t interval of its arm's mean accuracy over ``p["seeds"]`` seeds, as :func:`_ci` writes it
+    (within [0, 100], followed by :data:`gradprobe.study.stats.CLIPPED_NOTE` where a bound was clipped), or
     "n/a (no spread)" when the seeds' accuracies have none (:func:`gradprobe.study.stats.no_spread`, on the sd the
-    interval implies: half its width / t_(0.975, seeds - 1) * sqrt(seeds)): a zero-width interval is no interval."""
-    ci, n = p["ci"], p.get("seeds") or 0
+    t interval implies, before any clipping: half its width / t_(0.975, seeds - 1) * sqrt(seeds)): a zero-width
+    interval is no interval."""
+    (ci, clipped), n = _clipped_ci(p), p.get("seeds") or 0
     if ci is None or n < 2:
         return _ci(ci)
-    sd = (ci[1] - ci[0]) / 2.0 / float(student_t.ppf(0.975, n - 1)) * math.sqrt(n)
-    return "n/a (no spread)" if stats.no_spread(sd, p["accuracy"]) else _ci(ci)
+    raw = p.get("ci_unclipped") or p["ci"]
+    sd = (raw[1] - raw[0]) / 2.0 / float(student_t.ppf(0.975, n - 1)) * math.sqrt(n)
+    if stats.no_spread(sd, p["accuracy"]):
+        return "n/a (no spread)"
+    return _ci(ci) + (f" {stats.CLIPPED_NOTE}" if clipped else "")
 
 
 def _label(g: dict) -> str:
@@ -108,7 +125,8 @@ def plot_lr_sweep(sweep: dict | None, folder: str | Path) -> Path | None:
             dodge = 2.0 ** (0.03 * (k - (len(groups) - 1) / 2))  # groups side by side at one lr_scale
             pts = [p for p in r["points"] if p["accuracy"] is not None and not p.get("never_trained")]
             for p in pts:
-                err = None if p["ci"] is None else [[p["accuracy"] - p["ci"][0]], [p["ci"][1] - p["accuracy"]]]
+                ci = _clipped_ci(p)[0]
+                err = None if ci is None else [[p["accuracy"] - ci[0]], [ci[1] - p["accuracy"]]]
                 ax.errorbar([p["lr_scale"] * dodge], [p["accuracy"]], yerr=err, fmt="o", color=color, capsize=3,
                             mfc=color if p["used"] else "none")
             used = [p for p in pts if p["used"]]

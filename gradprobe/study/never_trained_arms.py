@@ -30,8 +30,8 @@ __all__ = ["never_trained_runs", "never_trained_records", "never_trained_text", 
 #: the fields of an axis entry of ``analysis.json["arms"][ARM]`` that are gains vs the control arm
 GAIN_FIELDS = ("gain_vs_grpo", "gain_ci", "gain_vs_grpo_ci_two_way", "gain_sd", "gain_seeds", "disagreement")
 #: every finding of an axis entry: the arm's accuracy, its gains and its side effects (the rest are the reads)
-AXIS_FINDINGS = ("accuracy", "ci", *GAIN_FIELDS, "gain_vs_initial", "gain_vs_initial_ci", "gain_vs_initial_ci_two_way",
-                 "side_effects")
+AXIS_FINDINGS = ("accuracy", "ci", "ci_unclipped", *GAIN_FIELDS, "gain_vs_initial", "gain_vs_initial_ci",
+                 "gain_vs_initial_ci_two_way", "side_effects")
 #: ``not_findings["reason"]``, after the arms that never trained (:func:`never_trained_why`)
 NOT_A_FINDING = ("a run that never trained measures a broken setup: these numbers are kept as read, not as findings "
                  "(the report shows \"never trained\" in their place)")

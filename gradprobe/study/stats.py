@@ -6,6 +6,11 @@ All effects are in accuracy points (0-100); a *difference* is treatment - contro
 :func:`paired_t`
     Mean paired difference over seeds and its Student-t interval, ``mean +- t_(n-1) * sd / sqrt(n)``
     (Student 1908; ``scipy.stats.t``), sd with ddof = 1. One seed: not testable, no interval.
+:func:`accuracy_interval`
+    The same t interval of a mean *accuracy* over seeds, its bounds clipped to [0, 100] points
+    (:data:`ACCURACY_RANGE`): a mean accuracy cannot leave that range, so clipping drops only values it cannot take
+    and keeps the interval's coverage; an interval inside the range is returned unchanged. A difference of
+    accuracies (a gain, [-100, 100]) keeps its t interval as computed.
 :func:`sign_flip_test`
     Exact one-sample permutation test of the differences (Fisher 1935, sec. 21; Good 2005,
     "Permutation, Parametric and Bootstrap Tests of Hypotheses", sec. 3.7): under H0 the
@@ -43,7 +48,8 @@ from statsmodels.stats.multitest import multipletests
 from .bootstrap import BOOTSTRAP_SEED, N_RESAMPLES, two_way_bootstrap, two_way_indices
 from ..forecast.analysis_sigmoid import SIGMOID_B_BOUNDS, SIGMOID_DECADES, fit_sigmoid, scalerl_sigmoid
 
-__all__ = ["EXACT_MAX_SEEDS", "MC_PATTERNS", "N_RESAMPLES", "BOOTSTRAP_SEED", "ALTERNATIVES", "NO_SPREAD_RTOL",
+__all__ = ["ACCURACY_RANGE", "CLIPPED_NOTE", "accuracy_interval", "EXACT_MAX_SEEDS", "MC_PATTERNS",
+           "N_RESAMPLES", "BOOTSTRAP_SEED", "ALTERNATIVES", "NO_SPREAD_RTOL",
            "NO_SPREAD_ATOL", "NO_SPREAD", "no_spread", "paired_t",
            "paired_t_test", "sign_patterns", "sign_flip_test", "min_seeds_for_floor", "holm", "two_way_indices",
            "two_way_bootstrap", "scalerl_sigmoid", "fit_sigmoid", "SIGMOID_B_BOUNDS", "SIGMOID_DECADES"]
@@ -68,6 +74,10 @@ NO_SPREAD_RTOL = 1e-9
 NO_SPREAD_ATOL = 1e-6
 #: why a paired t test (and the detectable effect, and a claim resting on the t interval) is not computed
 NO_SPREAD = "the seeds' differences have no spread: a t test is undefined"
+#: the values an accuracy (and a mean of accuracies) can take, in points
+ACCURACY_RANGE = (0.0, 100.0)
+#: what a printed accuracy interval whose t bounds were clipped to :data:`ACCURACY_RANGE` says after it
+CLIPPED_NOTE = "(t interval clipped to [0, 100])"
 
 
 def no_spread(sd: float | None, estimate: float) -> bool:
@@ -129,6 +139,42 @@ def paired_t(differences, *, level: float = 0.95) -> dict:
         half = float(student_t.ppf(0.5 + level / 2, n - 1)) * se
         out.update(sd=sd, se=se, ci=[out["estimate"] - half, out["estimate"] + half],
                    no_spread=no_spread(sd, out["estimate"]))
+    return out
+
+
+def accuracy_interval(accuracies, *, level: float = 0.95) -> dict:
+    """Mean accuracy over seeds and its Student-t interval (:func:`paired_t`), the bounds clipped to
+    :data:`ACCURACY_RANGE` ([0, 100] points).
+
+    The t interval mean +- t * sd / sqrt(n) assumes unbounded data: seeds near a ceiling (98, 99.5, 100) give an
+    upper bound above 100. The mean accuracy lies in [0, 100], so clipping removes only impossible values and the
+    clipped interval covers the mean exactly when the t interval does (the same coverage); bounds inside the range
+    are not touched. Differences of accuracies are not clipped here (:func:`paired_t`).
+
+    Parameters
+    ----------
+    accuracies : array, shape (seeds,)
+        One accuracy per seed (points, in [0, 100]).
+    level : float
+        Coverage of the interval, in (0, 1).
+
+    Returns
+    -------
+    dict
+        :func:`paired_t`'s fields, ``ci`` clipped, and ``ci_unclipped``: the t interval before clipping where a bound
+        was moved, else None.
+
+    Raises
+    ------
+    ValueError
+        Empty or non-finite accuracies, or ``level`` outside (0, 1) (:func:`paired_t`).
+    """
+    out = paired_t(accuracies, level=level)
+    out["ci_unclipped"] = None
+    ci = out["ci"]
+    if ci is not None and (ci[0] < ACCURACY_RANGE[0] or ci[1] > ACCURACY_RANGE[1]):
+        lo, hi = ACCURACY_RANGE
+        out.update(ci=[min(max(ci[0], lo), hi), min(max(ci[1], lo), hi)], ci_unclipped=list(ci))
     return out
 
 
