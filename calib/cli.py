@@ -11,7 +11,8 @@ Errors in the input (a missing file or column, a single arm, an incompatible cal
 print one line naming the problem and its fix, and exit with status 2. ``calib rows`` and ``calib fit`` never
 overwrite a file they did not write: an existing ``--out`` that is one of the command's inputs (a rows file, a study's
 runs.csv, study.json, analysis.json or plan.toml) or not an earlier output of the same kind (a rows CSV, a calibration
-file) is refused before any work; an earlier output is replaced (atomically), and a line on stderr says so. A
+file) is refused before any work; an earlier output is replaced (atomically), and a line on stderr says so; so is
+``calib report --validation-out`` (and the report's own files are refused as it). A
 standard output closed early (``calib fit ... | head``) is not reported as an error: the files are still written,
 and the exit status is 1 (Python's note on SIGPIPE).
 """
@@ -37,7 +38,7 @@ from .apply import CALIBRATED_FORMAT, calibrate, format_calibrated, load_probe, 
 from .dataset import (FORECASTERS, REFERENCE_ARM, SkippedEvalsWarning, build_rows_many, read_rows,
                       rows_header)
 from .file_check import FIT_CHOICES, FIT_DEFAULTS
-from .files import refuse_looping_file, write_json, write_text_atomic
+from .files import REPORT_FILES, refuse_looping_file, write_json, write_text_atomic
 from .integrity import ReferenceLikeArmWarning, check_one_row_per_run, check_reference_rows, concat_rows
 from .metrics import p_value_text
 from .model import fit_calibration, is_blank_file, is_calibration_file, load_calibration
@@ -96,7 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
                    type=in_path("a JSON file to write, or omit the option for none"),
                    help="also write the forecaster choice of `gradprobe probe --forecaster auto` (the forecaster with "
                         "the lowest validated error) to this file; the shipped one is "
-                        "gradprobe/data/curves/forecast_validation.json")
+                        "gradprobe/data/curves/forecast_validation.json (an existing file is replaced only when it "
+                        "is an earlier such record)")
     _add_fit_options(p, report=True)
     p = sub.add_parser("apply", help="calibrate a probe result: writes calibrated.json next to its probe.json (a "
                                      "study's probe: printed only, unless --out)",
@@ -225,6 +227,43 @@ def _check_out_file(out: Path, command: str, inputs, input_what: str, what: str,
                                        "the file away")
 
 
+#: Keys of every record :func:`calib.forecaster_choice.validation_record` writes: the mark of an earlier one
+_VALIDATION_KEYS = {"best", "mae", "cv", "rows", "studies", "evidence", "source"}
+
+
+def _check_validation_out(path: Path, report: Path) -> str | None:
+    """Refuse, before any work, a ``calib report --validation-out`` file ``path`` that is one of the files the report
+    writes into its folder ``report`` (:data:`calib.files.REPORT_FILES`: one would overwrite the other), or an
+    existing file that is no earlier validation record (a study's ``runs.csv`` or ``analysis.json``, a rows CSV, a
+    calibration: never overwritten); an empty or whitespace-only file is written over. Returns None, or the line
+    :func:`_say_replaced` prints once an earlier record is replaced.
+
+    Raises
+    ------
+    gradprobe.outputs.OutputDirError
+        One line: the path, what it holds (:func:`_held`) or which report file it is, and the fix (another
+        ``--validation-out``).
+    """
+    example = path.with_name("forecast_validation.json" if path.name != "forecast_validation.json" else
+                             "forecast_validation_new.json")
+    if path.name in REPORT_FILES and os.path.realpath(path.parent) == os.path.realpath(report):
+        raise OutputDirError(errno.EEXIST, f"--validation-out {str(path)!r} is the report's own {path.name} (--out "
+                                           f"{str(report)!r}): one would overwrite the other; choose another "
+                                           f"--validation-out (e.g. {str(example)!r})")
+    if not path.is_file() or is_blank_file(path):
+        return None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        doc = None
+    if isinstance(doc, dict) and _VALIDATION_KEYS <= set(doc):
+        return f"calib report: replaced the earlier forecaster validation record {path}"
+    raise OutputDirError(errno.EEXIST, f"--validation-out {str(path)!r} exists and is no forecaster validation record "
+                                       f"but {_held(path)}; calib report replaces only an earlier validation record "
+                                       f"and never overwrites another file: choose another --validation-out (e.g. "
+                                       f"{str(example)!r}), or move the file away")
+
+
 def _is_rows_file(path: Path) -> bool:
     """Whether ``path`` holds calibration rows (:func:`calib.dataset.rows_header`)."""
     return rows_header(path) is not None
@@ -283,17 +322,21 @@ def _fit(args) -> int:
 
 
 def _report(args) -> int:
+    replaced = None
     if args.validation_out:  # checked before the report is made (it would be written, then this refused)
         _refuse_bad_file_out(Path(args.validation_out), "--validation-out", "the forecaster validation record",
                              "forecast_validation.json")
+        replaced = _check_validation_out(Path(args.validation_out), Path(args.out))
     m = write_report(args.studies, args.out, **_settings(args))
     if args.validation_out:  # every file is written before anything is printed (stdout may be closed early)
         record = validation_record(m, source="calib report " + " ".join(str(s) for s in args.studies)
                                    + f" --out {args.out}")
+        Path(args.validation_out).parent.mkdir(parents=True, exist_ok=True)  # as `calib rows` and `apply` --out
         try:
             write_json(args.validation_out, record, indent=2, newline=True)
         except OutputDirError as e:  # its message ends "choose another --out": the option at fault is this one
             raise OutputDirError(e.errno, str(e).replace("--out", "--validation-out")) from e
+        _say_replaced(replaced)
     print(f"wrote {args.out}/report.html and metrics.json ({m['rows']} runs of {len(m['arms'])} arms besides grpo, "
           f"distinct names over {m['n_studies']} studies; study-arms below count an arm once per study)")
     for note in m["notes"]:
@@ -319,6 +362,9 @@ def _report(args) -> int:
                    for r in (e[k].get("common", e[k]),)} - {None}
         for reason in sorted(reasons):
             print(f"  no interval: {reason}")
+        for reason in sorted({r.get("coverage_reason") for e in m["errors"][cv].values() for k in ("raw", "calibrated")
+                              for r in (e[k].get("common", e[k]),)} - {None}):
+            print(f"  coverage: {reason}")
     for col, r in m["ranking"].items():
         print(f"ranking by {col:<36} Kendall tau {_n(r['kendall_tau'], '+.2f')} "
               f"{_iv(r, 'kendall_tau_interval', '+.2f')} (p {p_value_text(r)}), "

@@ -339,7 +339,9 @@ def read_rows(path: str | Path) -> pd.DataFrame:
     RowsError
         The path is a folder (named; a study folder gets the ``calib rows`` command that makes its rows).
         A rows file of the old format (``predicted_gain``, no forecasts): rebuild it. An empty, binary,
-        unparseable or cut file (no line break at its end), a file separated by semicolons or tabs, or a bad cell:
+        unparseable or cut file (no line break at its end), a file separated by semicolons or tabs, a JSON document (a
+        calibration file named as such), a header naming a column twice or a line whose cells do not match the
+        header's columns in number (named by line), or a bad cell:
         an empty study, model, task, arm, seed, budget or reward (:data:`calib.integrity.IDENTITY`), a non-number in
         a numeric column (only an empty cell is missing: ``n/a`` or ``NA`` is text), an infinite forecast,
         realized accuracy or target (NaN/empty = none), a target, realized accuracy or saturating forecast outside

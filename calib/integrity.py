@@ -61,7 +61,9 @@ A rows table read from a CSV keeps each run's file and line in ``DataFrame.attrs
 
 from __future__ import annotations
 
+import csv
 import io
+import json
 import math
 import re
 import warnings
@@ -137,13 +139,15 @@ def read_rows_csv(path: Path) -> pd.DataFrame:
     Raises
     ------
     RowsError
-        An empty, non-UTF-8 or unparseable file (named), a file cut short (it does not end with a line
-        break: the last line's number is named), or a bad cell: its column, line number (1 = the header)
-        and value, with the fix. Bad cells: a non-number in a numeric column, an infinite forecast, accuracy
-        or gain, a value outside :data:`POINT_RANGES` (or beyond :data:`RAW_BOUND` for the raw first order),
-        a ``budget_value`` that is not a finite number > 0, a flag that is not True/False.
+        An empty, non-UTF-8 or unparseable file (named), a JSON document (:func:`_check_not_json`), a file cut
+        short (it does not end with a line break: the last line's number is named), a header naming a column twice
+        or a line with more or fewer cells than the header (:func:`_check_fields`), or a bad cell: its column, line
+        number (1 = the header) and value, with the fix. Bad cells: a non-number in a numeric column, an infinite
+        forecast, accuracy or gain, a value outside :data:`POINT_RANGES` (or beyond :data:`RAW_BOUND` for the raw
+        first order), a ``budget_value`` that is not a finite number > 0, a flag that is not True/False.
     """
     raw = Path(path).read_bytes()  # read once: the table and the cut check come from the same bytes
+    _check_not_json(path, raw)
     try:
         # only an empty cell is missing: pandas' default NA words ("n/a", "NA", "null"...) would hide a typed
         # word as a run without a forecast or accuracy; they are refused as non-numbers (``_numeric``) instead
@@ -157,10 +161,12 @@ def read_rows_csv(path: Path) -> pd.DataFrame:
     except pd.errors.ParserError as e:
         _check_complete(path, raw)  # a cut inside a quoted cell: say the file was cut, not just "EOF inside string"
         _check_comma_separated(path, raw, pd.DataFrame())
+        _check_fields(path, raw)
         raise RowsError(f"{path} is not a valid CSV ({str(e).strip().splitlines()[0]}); "
                         + _REBUILD.format(path)) from None
     _check_complete(path, raw)
     _check_comma_separated(path, raw, df)
+    _check_fields(path, raw)
     df.index = df.index + 2  # the line number of each row (line 1 is the header)
     df = df[~df.isna().all(axis=1)]
     _check_identity_cells(df, path)
@@ -202,6 +208,58 @@ def _check_comma_separated(path: Path, raw: bytes, df: pd.DataFrame) -> None:
                             f"{name}, as a spreadsheet saves CSV in some locales; re-save it as CSV with commas "
                             "(with '.' as the decimal point), or rebuild the rows with `calib rows STUDY_DIR... "
                             "--out ROWS.csv`")
+
+
+def _check_not_json(path: Path, raw: bytes) -> None:
+    """Refuse a JSON document given as a rows CSV (``path``, its bytes ``raw``): read as a CSV, a calibration
+    file would be called cut short or lacking columns, which hides that it is the wrong file.
+
+    Raises
+    ------
+    RowsError
+        Naming the file, what it holds (a calibration file of ``calib fit``, or other JSON) and the fix.
+    """
+    if raw.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] not in (b"{", b"["):
+        return
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return  # not JSON after all: read as a CSV, its faults are named there
+    calibration = isinstance(doc, dict) and doc.get("format") == "gradprobe-calibration"  # calib.model.FORMAT
+    what = ("a calibration file (the JSON `calib fit` writes; apply it with `calib apply PROBE_DIR --calibration "
+            f"{path}`)" if calibration else "a JSON document")
+    raise RowsError(f"{path} is {what}, not a rows CSV; pass the CSV that `calib rows STUDY_DIR... --out ROWS.csv` "
+                    "writes")
+
+
+def _check_fields(path: Path, raw: bytes) -> None:
+    """Refuse a rows CSV (``path``, its bytes ``raw``) whose header names a column twice, or with a line that holds
+    more or fewer cells than its header names: ``calib rows`` writes one cell per column on every line. pandas reads
+    a short line's missing cells as blank (a run without a realized gain, silently left out of the fit), a header
+    name twice as a second column ``NAME.1`` that nothing reads, and a table whose every line holds one extra
+    cell with its first column as the index (every column shifted by one). A file whose header has no ``study``
+    column is no rows CSV: left to the checks that name its missing columns.
+
+    Raises
+    ------
+    RowsError
+        Naming the file, the line (1 = the header; quoted line breaks counted), the field counts or the repeated
+        column, and the fix.
+    """
+    reader = csv.reader(io.StringIO(raw.decode("utf-8", errors="replace").lstrip("\ufeff"), newline=""))
+    header = next(reader, None) or []
+    if "study" not in header:  # no rows CSV at all (JSON, another tool's CSV): the missing columns are named later
+        return
+    repeated = sorted({c for c in header if header.count(c) > 1})
+    if repeated:
+        raise RowsError(f"{path}, line 1 (the header): column(s) {repeated} appear more than once, and only the "
+                        "first of each would be read; delete the repeated column(s) " + _REBUILD.format(path))
+    for row in reader:
+        if "".join(row).strip() and len(row) != len(header):
+            what = "a cell was deleted or a comma lost" if len(row) < len(header) else "an extra cell or comma"
+            raise RowsError(f"{path}, line {reader.line_num} holds {len(row)} cells but the header (line 1) names "
+                            f"{len(header)} columns ({what}): every cell would be read under the wrong column or as "
+                            "missing; give that line one cell per header column " + _REBUILD.format(path))
 
 
 def _check_identity_cells(df: pd.DataFrame, path: Path) -> None:

@@ -66,7 +66,7 @@ from .forecaster_choice import PROBE_FORECASTERS, validation_record
 from .files import REPORT_COMMAND, prepare_report_folder, write_bytes_atomic, write_json, write_text_atomic
 from .model import software_versions
 from .report_html import draw_figures, render_html
-from .validation import INTERVALS, check_confidence_level, cross_validate, group_labels
+from .validation import INTERVALS, PLURAL, check_confidence_level, cross_validate, group_labels
 
 __all__ = ["compute", "write_report", "read_runs", "FIGURES", "PER_UPDATE", "BASELINE",
            "PROBE_FORECASTERS", "validation_record"]  # the last two: calib.forecaster_choice, importable from here
@@ -355,6 +355,8 @@ def _validate(rows, f, m, mode, interval, level, include_reference, boot,
 
 
 def _errors(pred: pd.DataFrame, level: float, boot: dict) -> dict:
+    """Bias, MAE (its interval or why none), and ``coverage`` over the ``coverage_rows`` held-out runs with a conformal
+    interval, with ``coverage_reason`` only where some have none (:func:`_coverage_reason`)."""
     has = pred["cv_lower"].notna()
     n_iv = int(has.sum())
     ok = np.isfinite(pred["cv_pred"].astype(float)) & np.isfinite(pred["target"].astype(float))
@@ -368,7 +370,24 @@ def _errors(pred: pd.DataFrame, level: float, boot: dict) -> dict:
             "mae_interval": iv, "mae_interval_reason": reason,
             "coverage": coverage(pred["cv_lower"], pred["cv_upper"], pred["target"]), "coverage_rows": n_iv,
             "coverage_se": math.sqrt(level * (1 - level) / n_iv) if n_iv else math.nan,
-            "mean_interval_width": float((pred["cv_upper"] - pred["cv_lower"])[has].mean()) if n_iv else math.nan}
+            "mean_interval_width": float((pred["cv_upper"] - pred["cv_lower"])[has].mean()) if n_iv else math.nan,
+            **_coverage_reason(pred, has)}
+
+
+def _coverage_reason(pred: pd.DataFrame, has: pd.Series) -> dict:
+    """``{"coverage_reason": why}`` when some held-out runs of ``pred`` (one forecaster, one cv mode) got no conformal
+    interval (``has``: those that did), else ``{}``: a fold whose training part holds under 2 groups gets none
+    (:func:`calib.validation.cross_validate`), e.g. every fold of leave-one-study-out over 2 studies."""
+    if has.all() or not len(pred):
+        return {}
+    mode = str(pred["cv"].iloc[0])
+    groups = PLURAL.get(mode, mode + "s")
+    folds = pred.loc[~has, "fold"].nunique()
+    return {"coverage_reason": f"{int((~has).sum())} of {len(pred)} held-out runs have no conformal interval: "
+                               f"holding out their {mode} ({folds} fold(s)) leaves under 2 {groups} to calibrate "
+                               f"the interval on (CV+ and split conformal need 2+ {groups} besides the held-out one, "
+                               f"so 3+ {groups} in all); coverage is over the other runs, n/a if none: add {groups}"
+                               + (", or read the leave-one-arm-out coverage" if mode != "arm" else "")}
 
 
 def _differences(errors: dict, preds: dict, compared: list, notes: list, boot: dict) -> None:

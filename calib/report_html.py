@@ -339,8 +339,10 @@ def _error_table(m: dict, cv: str, part: str | None) -> str:
                 continue
             if i == 0:
                 cells.append(str(r["rows"]))
+            cov = f"{_fmt(r['coverage'], '.2f')} ({r['coverage_rows']})"
             cells += [_fmt(r["bias"]), _mae_cell(r),
-                      f"{_fmt(r['coverage'], '.2f')} ({r['coverage_rows']})", _fmt(r["mean_interval_width"], ".1f")]
+                      f"<span{_title(r['coverage_reason'])}>{cov}</span>" if r.get("coverage_reason") else cov,
+                      _fmt(r["mean_interval_width"], ".1f")]
         body += "<tr>" + "".join(f"<td class=n>{c}</td>" for c in cells) + "</tr>"
     return f"<table>{head}{body}</table>"
 
