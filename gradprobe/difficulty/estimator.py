@@ -209,8 +209,11 @@ class DifficultyEstimator:
             raise ValueError(f"observe: prompt {ids[i]!r} has successes {s[i]:g} of attempts {n[i]:g} "
                              f"({odd.size} prompt(s) with a count that is NaN or infinite): give finite counts of "
                              "completions, 0 <= successes <= attempts (0 attempts for a prompt with no outcome)")
-        if np.any(s < 0) or np.any(s > n):
-            raise ValueError("observe: need 0 <= successes <= attempts for every prompt")
+        odd = np.flatnonzero((s < 0) | (s > n))
+        if odd.size:
+            i = int(odd[0])
+            raise ValueError(f"observe: prompt {ids[i]!r} has successes {s[i]:g} of attempts {n[i]:g} ({odd.size} "
+                             "prompt(s) out of range): need 0 <= successes <= attempts for every prompt")
         for i, pid in enumerate(ids):
             S, F = self._decayed(pid)
             self._counts[pid] = [S + s[i], F + n[i] - s[i], self.clock]

@@ -149,17 +149,14 @@ def _value(prob, key: str):
 
 
 def _refuse_no_feature(problems, key: str) -> None:
-    """ValueError for a key that is no feature whatever its values: :data:`DATA_COLUMNS` (the loader's dict of a row's
-    columns kept apart), an identifier (:data:`IDENTIFIER_KEYS`), or a data column named as one of gradprobe's own
-    metadata keys (a scalar the loader keeps in ``metadata[DATA_COLUMNS]``, as its name means gradprobe's value);
-    each message names the key, why, the fix and the keys numeric in every prompt holding them."""
+    """ValueError for a key that is no feature whatever its values: an identifier (:data:`IDENTIFIER_KEYS`), a data
+    column named as one of gradprobe's own metadata keys (a scalar the loader keeps in ``metadata[DATA_COLUMNS]``, as
+    its name means gradprobe's value; a data column named ``data_columns`` too: the fix is to rename it), or
+    :data:`DATA_COLUMNS` (the loader's dict of a row's columns kept apart); each message names the key, why, the fix
+    and the keys numeric in every prompt holding them."""
     def numeric() -> str:  # only when refusing: one pass over the pool's metadata
         return f"keys numeric in every prompt holding them: {', '.join(_numeric_keys(problems)) or 'none'}"
 
-    if key == DATA_COLUMNS:
-        raise ValueError(f"metadata key {key!r} (--metadata-keys) is no metadata key: it is where the loader keeps a "
-                         "data row's columns that are not scalar metadata (lists, objects, nulls, columns named as "
-                         f"gradprobe's own keys); give a numeric column by its own name ({numeric()})")
     if key in IDENTIFIER_KEYS:
         raise ValueError(f"metadata key {key!r} (--metadata-keys) is an identifier (a data row's own id, or its "
                          "0-based row), never a feature: its order carries no difficulty; leave it out of "
@@ -172,6 +169,10 @@ def _refuse_no_feature(problems, key: str) -> None:
                          f"metadata keys, so the loader keeps it apart in Problem.metadata[{DATA_COLUMNS!r}], not as a "
                          f"feature; rename the column in the data (e.g. '{key}_value') and give that name "
                          f"({numeric()})")
+    if key == DATA_COLUMNS:
+        raise ValueError(f"metadata key {key!r} (--metadata-keys) is no metadata key: it is where the loader keeps a "
+                         "data row's columns that are not scalar metadata (lists, objects, nulls, columns named as "
+                         f"gradprobe's own keys); give a numeric column by its own name ({numeric()})")
 
 
 def _shadowed(value) -> bool:

@@ -18,7 +18,6 @@ __all__ = ["DEFAULT_TASK", "DEFAULT_MC", "ModelSettings", "TaskSettings", "Batch
            "split_loss_types", "MAX_SEED", "check_batch_seeds"]
 
 
-
 def _shown_seed(seed: int) -> str:
     """A seed as a refusal shows it: as written up to 80 digits, else its first 40 and its size (``str`` of an
     integer over 4300 digits raises)."""

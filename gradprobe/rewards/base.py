@@ -533,17 +533,34 @@ def _defining_code(fn) -> types.CodeType | None:
     function one ``wraps`` decorator wraps has that decorator's inner function's code, so two lambdas it wrapped
     were one reward (one silently replaced the other) and a lambda wrapped was another reward than the lambda.
     The walk stops at a ``__wrapped__`` of another name (not a copy: set by hand), at one already walked (a loop)
-    and after :data:`MAX_WRAPPERS` layers (an object that makes attributes when asked)."""
-    place, seen = (getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)), {id(fn): fn}
-    while len(seen) <= MAX_WRAPPERS:
-        inner = getattr(fn, "__wrapped__", None)
-        module, qualname = getattr(inner, "__module__", None), getattr(inner, "__qualname__", None)
-        named = isinstance(module, str) and isinstance(qualname, str)  # compared as text: no object's own __eq__
-        if id(inner) in seen or not named or (module, qualname) != place:
+    and after :data:`MAX_WRAPPERS` layers (an object that makes attributes when asked); it does not start when
+    ``fn``'s module or qualified name is not text. Names are compared as plain text (:func:`_text_place`) and an
+    attribute that raises counts as absent (:func:`_attribute`): identities and messages must not fail on it."""
+    place, seen = _text_place(fn), {id(fn): fn}
+    while place is not None and len(seen) <= MAX_WRAPPERS:
+        inner = _attribute(fn, "__wrapped__")
+        if inner is None or id(inner) in seen or _text_place(inner) != place:
             break
         seen[id(inner)] = fn = inner
-    code = getattr(fn, "__code__", None)
+    code = _attribute(fn, "__code__")
     return code if isinstance(code, types.CodeType) else None
+
+
+def _attribute(obj, name: str):
+    """``getattr(obj, name, None)``, None too when the attribute raises (a property of a proxy not yet set up)."""
+    try:
+        return getattr(obj, name, None)
+    except Exception:  # noqa: BLE001 - any error of a user's attribute reads as no attribute
+        return None
+
+
+def _text_place(fn) -> tuple[str, str] | None:
+    """``fn``'s (module, qualified name) as plain ``str`` copies (a ``str`` subclass's own ``__eq__`` is never called
+    on them), or None when either is not text."""
+    module, qualname = _attribute(fn, "__module__"), _attribute(fn, "__qualname__")
+    if isinstance(module, str) and isinstance(qualname, str):
+        return str.__str__(module), str.__str__(qualname)
+    return None
 
 
 def get_reward(name: str) -> Reward:

@@ -105,6 +105,16 @@ def overflow_stats(*parts: dict) -> dict:
             "overflow_max_abs_reward": max(float(p.get("overflow_max_abs_reward") or 0.0) for p in parts)}
 
 
+def hybrid_overflow_stats(part: dict, outcome: dict, lam: float) -> dict:
+    """:func:`overflow_stats` of a hybrid ``lam * A(part) + (1 - lam) * A(outcome)`` (:func:`hybrid_advantages`;
+    ``part``, ``outcome``: the stats of each part's group normalisation) from the parts of nonzero weight only.
+
+    Why: a part of weight 0 (``lam`` 0 or 1, which ``make_process_reward`` and ``prm_reward`` take) adds nothing to
+    the advantages, so its overflow zeroes none of them; reported, it told the user the groups' advantages were set
+    to 0 and to rescale a reward that trains unchanged (and made a run that trained nothing read as overflowed)."""
+    return overflow_stats(*[stats for stats, weight in ((part, lam), (outcome, 1.0 - lam)) if weight != 0.0])
+
+
 def mc_advantage_advantages(sv: StepValues, completion_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict]:
     """VinePPO-style step advantages: a token of step s gets V_s - V_{s-1} (V_0 = mean_j r).
 
@@ -206,7 +216,7 @@ def _make_hybrid(lam: float, name: str):
         stats = {"missing": int((~valid).sum()), "lambda": lam, "mean_reward": s_mc["mean_reward"],
                  "zero_variance_groups_mc_value": s_mc["zero_variance_groups"],
                  "zero_variance_groups_outcome": out.stats["zero_variance_groups"], "groups": s_mc["groups"],
-                 **overflow_stats(s_mc, out.stats)}
+                 **hybrid_overflow_stats(s_mc, out.stats, lam)}
         return _output(name, adv, valid, stats, sv)
 
     hybrid.__name__ = hybrid.__qualname__ = name.replace(".", "")

@@ -35,7 +35,7 @@ import torch
 
 from ..types import RolloutBatch
 from .base import RewardContext, RewardOutput
-from .dense import hybrid_advantages, mc_value_advantages, overflow_stats
+from .dense import hybrid_advantages, hybrid_overflow_stats, mc_value_advantages
 from .outcome import outcome_reward
 from .process import make_process_reward
 from .steps import StepValues, _same_batch, split_steps
@@ -291,7 +291,7 @@ def prm_reward(path, *, kind: str = "auto", positive_label: int | str | None = N
             adv, valid = hybrid_advantages(adv, valid, out.advantages, out.valid, float(lam))
             stats = {**stats, "lambda": float(lam), "missing": int((~valid).sum()),
                      "zero_variance_groups_outcome": out.stats["zero_variance_groups"],
-                     **overflow_stats(stats, out.stats)}
+                     **hybrid_overflow_stats(stats, out.stats, float(lam))}
         return RewardOutput(name=name, advantages=adv, valid=valid, generated_tokens={}, stats=stats)
 
     reward.__name__ = reward.__qualname__ = f"prm_{name}".replace(".", "")

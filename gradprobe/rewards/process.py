@@ -54,7 +54,7 @@ import numbers
 
 from ..types import RolloutBatch
 from .base import RewardContext, RewardOutput, register_reward
-from .dense import HYBRID_WEIGHTS, hybrid_advantages, overflow_stats
+from .dense import HYBRID_WEIGHTS, hybrid_advantages, hybrid_overflow_stats
 from .outcome import outcome_reward
 # the step verifiers, the step checks and trace fidelity live in their own modules; their names
 # stay importable from here (tests, gradprobe.training.metrics, user code)
@@ -115,7 +115,7 @@ def make_process_reward(verifier: LineVerifier | None = None, *, lam: float | No
             stats = {**stats, "lambda": float(lam), "missing": int((~valid).sum()),
                      "zero_variance_groups_process": stats["zero_variance_groups"],
                      "zero_variance_groups_outcome": out.stats["zero_variance_groups"],
-                     **overflow_stats(stats, out.stats)}
+                     **hybrid_overflow_stats(stats, out.stats, float(lam))}
         return RewardOutput(name=reward_name, advantages=adv, valid=valid, generated_tokens={}, stats=stats)
 
     reward.__name__ = reward.__qualname__ = reward_name.replace(".", "")
