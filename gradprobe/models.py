@@ -27,6 +27,7 @@ Aliases:
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import json
 import logging
@@ -44,7 +45,8 @@ from .memory import release_memory
 from .outputs import shell_word
 from .token_counts import echo_text
 from .tiers import ALIASES, TIER_ALIASES, TINY_ARCHITECTURES  # noqa: F401  (re-exported: defined torch-free there)
-from .tiers import TIERS, cache_root, config_hash, shipped_root, tier_config, tier_path
+from .tiers import FORMAT_VERSION, TIERS, TinyTierConfig, cache_root, config_hash, shipped_root, tier_config
+from .tiers import tier_path
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +62,8 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model",
 
 class TierDamagedError(ValueError):
     """A built tier's folder whose files cannot be read (a missing or cut ``config.json``, ``model.safetensors``
-    ...); the message names the file and the fix, rebuilding with ``gradprobe warmstart ... --force``."""
+    ...) or are not the model its recipe builds (:func:`tier_model_damage`); the message names the file, what is
+    wrong and the fix, rebuilding with ``gradprobe warmstart ... --force``."""
 
 
 #: What ``warmstart.json`` must hold (what ``gradprobe warmstart`` prints): dotted key -> type.
@@ -151,15 +154,18 @@ def _rebuild_command(folder: Path) -> str:
 
 def refuse_damaged_tier(folder: Path) -> None:
     """Raise :class:`TierDamagedError` if ``folder`` is a built tier (``warmstart.json`` or the marker) whose files
-    cannot be read, or a finished build (:func:`_finished_build`) without a sound ``warmstart.json``, naming the
-    file and the command that rebuilds it (for a folder outside the cache, ``--out FOLDER --force``, saying first
-    that it replaces the whole folder; for a copy whose ``model.safetensors`` was replaced by shards, how to keep
-    its weights instead: :func:`_sharded_copy_hint`); for a cache build that shadows a shipped one, also deleting
-    it, when its weights are the shipped ones or are themselves damaged (a rebuild with other weights may be what a
-    run started from: deleting it would lose them)."""
+    cannot be read, whose ``config.json`` or ``model.safetensors`` is not the model of its recorded recipe
+    (:func:`tier_model_damage`), or a finished build (:func:`_finished_build`) without a sound ``warmstart.json``,
+    naming the file and the command that rebuilds it (for a folder outside the cache, ``--out FOLDER --force``,
+    saying first that it replaces the whole folder; for a copy whose ``model.safetensors`` was replaced by shards or
+    ``pytorch_model.bin``, how to keep its weights instead: :func:`_sharded_copy_hint`); for a cache build that
+    shadows a shipped one, also deleting it, when its weights are the shipped ones or are themselves damaged (a
+    rebuild with other weights may be what a run started from: deleting it would lose them)."""
     if not ((folder / "warmstart.json").is_file() or (folder / TIER_MARKER).is_file()):
         return
     damage = tier_damage(folder, record_needed=_finished_build(folder))
+    if damage is None:
+        damage = tier_model_damage(folder, *tier_recipe(folder))
     if damage is None:
         return
     cached = folder.resolve().parent in (cache_root().resolve(), shipped_root())  # rebuilt into the cache
@@ -176,14 +182,30 @@ def refuse_damaged_tier(folder: Path) -> None:
 
 
 def _sharded_copy_hint(folder: Path, damage: str) -> str:
-    """Why a tier folder whose ``model.safetensors`` is missing but holds a shard index (a copy re-saved in shards)
-    is refused, and the fix that keeps its weights: a tier build is read and identified by its one
-    ``model.safetensors``; '' for any other damage."""
-    if damage != f"{folder / WEIGHTS_FILE} is missing" or not (folder / SHARD_INDEX).is_file():
+    """Why a tier folder whose ``model.safetensors`` is missing but holds the weights in another form (a shard index
+    and its shards, or ``pytorch_model.bin``: a copy re-saved) is refused, and the fix that keeps its weights: a tier
+    build is read and identified by its one ``model.safetensors`` (:func:`other_weights_held`); '' for any other
+    damage."""
+    held = other_weights_held(folder) if damage == f"{folder / WEIGHTS_FILE} is missing" else []
+    if not held:
         return ""
-    return (f" (the folder holds {SHARD_INDEX} and the shards it names instead: a tier build is read and identified "
-            f"by its one {WEIGHTS_FILE}, so restore that file from a backup, or load the shards and save them as one "
-            f"file with save_pretrained, which writes {WEIGHTS_FILE} for a model below its max_shard_size)")
+    if held[0] == SHARD_INDEX:
+        return (f" (the folder holds {SHARD_INDEX} and the shards it names instead: a tier build is read and "
+                f"identified by its one {WEIGHTS_FILE}, so restore that file from a backup, or load the shards and "
+                f"save them as one file with save_pretrained, which writes {WEIGHTS_FILE} for a model below its "
+                "max_shard_size)")
+    return (f" (the folder holds {' and '.join(held)} instead: a tier build is read and identified by its one "
+            f"{WEIGHTS_FILE}, and gradprobe loads safetensors weights only (a pickle file can run code when loaded), "
+            f"so restore {WEIGHTS_FILE} from a backup, or, if you trust the file, load the model with transformers "
+            f"and save it with save_pretrained(folder), which writes {WEIGHTS_FILE})")
+
+
+def other_weights_held(folder: Path) -> list[str]:
+    """The weight files other than ``model.safetensors`` that ``folder`` holds, of those a re-saved copy of a tier
+    may hold instead of it: :data:`SHARD_INDEX` (with its shards), ``pytorch_model.bin`` and its shard index, in that
+    order; [] for none."""
+    return [name for name in (SHARD_INDEX, "pytorch_model.bin", "pytorch_model.bin.index.json")
+            if (folder / name).is_file()]
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -196,6 +218,138 @@ def _same_file(a: Path, b: Path) -> bool:
         return filecmp.cmp(a, b, shallow=False)
     except OSError:
         return False
+
+
+#: ``config.json`` key -> the :class:`~gradprobe.tiers.TinyTierConfig` field it must equal (a build's model shape).
+TIER_SHAPE_KEYS = {"hidden_size": "hidden_size", "num_hidden_layers": "layers", "num_attention_heads": "heads",
+                   "num_key_value_heads": "kv_heads", "intermediate_size": "intermediate_size",
+                   "max_position_embeddings": "max_positions"}
+#: :class:`~gradprobe.tiers.TinyTierConfig` ``arch`` -> the ``model_type`` of its ``config.json``.
+TIER_MODEL_TYPES = {"tiny-qwen2": "qwen2", "tiny-llama": "llama"}
+#: Config attributes, besides the shape, that decide which tensors a model has (and their shapes), and its
+#: activation (a name transformers may not know): compared as transformers reads them (a key absent from
+#: ``config.json`` is the architecture's default).
+_MODEL_KEYS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "head_dim", "hidden_act")
+
+
+@functools.lru_cache(maxsize=1)
+def tier_vocab_size() -> int:
+    """The vocabulary size of the tier builds' tokenizer (:func:`gradprobe.char_tokenizer.char_tokenizer`
+    ``"compact"``), which their ``config.json`` ``vocab_size`` must equal."""
+    return len(char_tokenizer("compact"))
+
+
+def tier_model_config(config: TinyTierConfig, vocab_size: int):
+    """The transformers config of the model the tier recipe ``config`` builds (:func:`tiny_config`)."""
+    return tiny_config(config.arch, vocab_size=vocab_size, hidden_size=config.hidden_size, layers=config.layers,
+                       heads=config.heads, kv_heads=config.kv_heads, intermediate_size=config.intermediate_size,
+                       max_positions=config.max_positions)
+
+
+def tier_recipe(folder: Path) -> tuple[TinyTierConfig | None, int | None]:
+    """(the recipe recorded in ``folder``'s ``warmstart.json``, the vocabulary size its build has), for
+    :func:`tier_model_damage`: (None, None) when there is no sound record or its ``config`` is not a recipe this
+    version builds; the vocabulary size is None for a build of another :data:`gradprobe.tiers.FORMAT_VERSION`
+    (another tokenizer may have made it)."""
+    record = tier_record_damage(folder)[0] if (folder / "warmstart.json").is_file() else None
+    try:
+        config = TinyTierConfig(**record["config"])
+    except Exception:  # noqa: BLE001 - no record, no config, or fields this version does not know or refuses
+        return None, None
+    return config, tier_vocab_size() if record.get("format_version") == FORMAT_VERSION else None
+
+
+def tier_model_damage(folder: Path, config: TinyTierConfig | None, vocab_size: int | None = None) -> str | None:
+    """What makes the model in the tier ``folder`` not the one its recipe ``config`` builds (``vocab_size``: its
+    vocabulary size, None: unchecked), as ``<file> is damaged (<why>)``, else None; ``config`` None (no recipe known):
+    only whether ``model.safetensors`` holds the tensors of the model ``config.json`` describes.
+
+    ``config.json`` must give the recipe's ``model_type``, shape (:data:`TIER_SHAPE_KEYS`) and ``vocab_size``, and,
+    as transformers reads it, its tied embeddings, biases, head size and activation (:data:`_MODEL_KEYS`); and
+    ``model.safetensors``' header must name the model's tensors with their shapes (a tied ``lm_head.weight`` may be
+    there or not). ``from_pretrained`` would otherwise fail with its own error, or initialise a missing tensor at
+    random with a report, not an error, and ignore an extra one: weights swapped for another tier's. Other values
+    (``rms_norm_eps``, the rope settings, keys transformers adds such as ``transformers_version``) are not compared:
+    their defaults and spelling change between transformers releases. Cheap: the model is built on the ``meta``
+    device (no weights are read or allocated), once per process for a recipe. Call it once :func:`tier_damage` found
+    the files readable (``config.json`` a JSON object, the safetensors header readable)."""
+    from transformers import AutoConfig
+
+    path = folder / "config.json"
+    found = json.loads(path.read_text())
+    if config is not None:
+        want = {"model_type": TIER_MODEL_TYPES[config.arch],
+                **({"vocab_size": vocab_size} if vocab_size is not None else {}),
+                **{key: getattr(config, name) for key, name in TIER_SHAPE_KEYS.items()}}
+        for key, value in want.items():
+            if key not in found:
+                return f"{path} is damaged (no {key!r}; the build's recipe gives {value!r})"
+            if found[key] != value or isinstance(found[key], bool):
+                return f"{path} is damaged ({key} is {found[key]!r}, the build's recipe gives {value!r})"
+    try:
+        read = AutoConfig.from_pretrained(str(folder))
+    except Exception as e:  # noqa: BLE001 - transformers' own errors for a config it cannot read
+        return f"{path} is damaged (transformers cannot read it: {_reason(e)})"
+    model_config, whose = read, "the model its config.json describes"
+    if config is not None:
+        model_config, whose = tier_model_config(config, read.vocab_size if vocab_size is None else vocab_size), \
+            "the recipe's model"
+        for key in _MODEL_KEYS:
+            value, given = getattr(read, key, None), getattr(model_config, key, None)
+            if value != given:
+                how = f"{key} is {found[key]!r}" if key in found else f"no {key!r}, which transformers reads as " \
+                    f"{value!r} for model_type {found['model_type']!r}"
+                return f"{path} is damaged ({how}{', ' if key in found else '; '}the build's recipe gives {given!r})"
+    try:
+        shapes = _tensor_shapes(model_config.to_json_string())
+    except Exception as e:  # noqa: BLE001 - transformers' own errors for a config it reads but cannot build
+        return f"{path} is damaged (transformers cannot build its model: {_reason(e)})"
+    return _tier_weights_damage(folder / WEIGHTS_FILE, shapes, whose)
+
+
+def _reason(error: Exception) -> str:
+    """``error``'s type and message on one line, at most 300 characters (transformers' validation errors span
+    several lines, the reason on the last)."""
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text[:300]}{'...' if len(text) > 300 else ''}" if text else type(error).__name__
+
+
+def _tier_weights_damage(path: Path, shapes: tuple[dict, dict], whose: str) -> str | None:
+    """``<path> is damaged (not the weights of <whose>: <how>)`` when the safetensors header of ``path`` does not name
+    the tensors, with their shapes, of a model (``shapes``: :func:`_tensor_shapes`), else None."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as f:
+        found = {key: tuple(f.get_slice(key).get_shape()) for key in f.keys()}
+    want, tied = shapes
+    missing, extra = sorted(set(want) - set(found)), sorted(set(found) - set(want) - set(tied))
+    shaped = [f"{k} has shape {list(found[k])}, {whose} {list(want[k])}" for k in sorted(want)
+              if k in found and found[k] != want[k]]
+    shaped += [f"{k} has shape {list(found[k])}, {whose} {list(want[tied[k]])}" for k in sorted(tied)
+               if k in found and tied[k] in want and found[k] != want[tied[k]]]
+
+    def listed(keys: list[str]) -> str:
+        return ", ".join(keys[:2]) + (f" and {len(keys) - 2} more" if len(keys) > 2 else "")
+    how = ([f"no tensor {listed(missing)}"] if missing else []) + (
+        [f"tensors {whose} has not: {listed(extra)}"] if extra else []) + shaped[:1]
+    return f"{path} is damaged (not the weights of {whose}: {'; '.join(how)})" if how else None
+
+
+@functools.lru_cache(maxsize=8)
+def _tensor_shapes(config_json: str) -> tuple[dict, dict]:
+    """({tensor name: shape} of the model the transformers config ``config_json`` describes, each tensor once, as
+    ``save_pretrained`` writes them; {tied name: the name it shares its tensor with}, e.g. a tied ``lm_head.weight``,
+    which a file may hold or not), from the model built on the ``meta`` device; cached: a recipe's model is built
+    once per process."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    values = json.loads(config_json)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.for_model(values.pop("model_type"), **values))
+    shapes = {key: tuple(p.shape) for key, p in model.named_parameters()}
+    owner = {id(p): key for key, p in model.named_parameters()}
+    tied = {key: owner[id(p)] for key, p in model.named_parameters(remove_duplicate=False) if key not in shapes}
+    return shapes, tied
 
 
 class ModelFolderDamagedError(ValueError):
@@ -496,7 +650,10 @@ def load_policy(spec: str, *, dtype: str | torch.dtype = "float32", device: str 
         ``tiny`` before ``gradprobe warmstart --tier tiny`` (a :class:`ModelNotFoundError`).
     TierDamagedError
         A built tier (an alias or a folder holding ``warmstart.json``) whose model files cannot be read
-        (:func:`tier_damage`); the message names the file and ``gradprobe warmstart ... --force``. A ValueError.
+        (:func:`tier_damage`), or whose ``config.json`` or ``model.safetensors`` is not the model of its recorded
+        recipe (:func:`tier_model_damage`: another ``model_type`` or shape, or weights of another model, which
+        transformers would refuse with its own error or initialise at random); the message names the file, what
+        differs and ``gradprobe warmstart ... --force``. A ValueError.
     ModelFolderDamagedError
         A plain model folder whose config.json, tokenizer or generation JSON is not a JSON object, or whose
         safetensors weights are cut short or unreadable (:func:`model_folder_damage`), or a hub model whose cached
@@ -533,7 +690,7 @@ def load_policy(spec: str, *, dtype: str | torch.dtype = "float32", device: str 
             torch.manual_seed(seed)
             model = AutoModelForCausalLM.from_config(config, **common)
     else:
-        model, tokenizer = _load_pretrained(spec, common)
+        model, tokenizer = _load_pretrained(spec, common, tier_checked=name in TIER_ALIASES)
     model.to(device)
     model.eval()
     eos = _prepare_tokenizer(tokenizer, model)
@@ -697,12 +854,13 @@ def _pretrained_tokenizer(source: str, kwargs: dict):
         source, trust_remote_code=False, **({"gguf_file": kwargs["gguf_file"]} if "gguf_file" in kwargs else {}))
 
 
-def _load_pretrained(spec: str, common: dict):
-    """(model, tokenizer) of a folder, GGUF file, hub id or the SmolLM2 alias (:func:`load_policy`)."""
+def _load_pretrained(spec: str, common: dict, *, tier_checked: bool = False):
+    """(model, tokenizer) of a folder, GGUF file, hub id or the SmolLM2 alias (:func:`load_policy`); a tier folder
+    is refused when damaged (:func:`refuse_damaged_tier`) unless ``tier_checked`` (a tier alias, checked already)."""
     from safetensors import SafetensorError
     from transformers import AutoModelForCausalLM
 
-    if os.path.isdir(os.path.expanduser(spec)):
+    if not tier_checked and os.path.isdir(os.path.expanduser(spec)):
         refuse_damaged_tier(Path(spec).expanduser())  # a cut model.safetensors: a clear error, not safetensors'
     source, kwargs = pretrained_source(spec)  # a plain folder's cut files: refuse_damaged_model_folder
     tokenizer = _pretrained_tokenizer(source, kwargs)

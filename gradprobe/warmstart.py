@@ -70,8 +70,8 @@ from .config import SamplingConfig
 from .rollout import HFSampler, collect_rollouts
 from .char_tokenizer import char_tokenizer
 from .models import RECORD_FIELDS  # noqa: F401 - re-exported: it moved to gradprobe.models
-from .models import SHARD_INDEX, TIER_MARKER, WEIGHTS_FILE, TierDamagedError, load_policy, tier_damage
-from .models import tier_record_damage, tiny_config
+from .models import TIER_MARKER, WEIGHTS_FILE, TierDamagedError, load_policy, other_weights_held, tier_damage
+from .models import tier_model_config, tier_model_damage, tier_record_damage, tier_vocab_size
 from .tasks import load_task
 
 
@@ -222,7 +222,7 @@ def _build_into(folder: Path, config: TinyTierConfig, seed: int, progress: bool,
 
     start, cpu_start = time.perf_counter(), time.process_time()
     tokenizer = char_tokenizer("compact")
-    model_config = _model_config(config, len(tokenizer))
+    model_config = tier_model_config(config, len(tokenizer))
     task = load_task(config.task, **config.task_config)
     n_real = config.steps * config.batch_size
     n_rows = config.steps * config.bare_rows
@@ -262,13 +262,6 @@ def _build_into(folder: Path, config: TinyTierConfig, seed: int, progress: bool,
         "train_seconds": train_seconds, "seconds": time.perf_counter() - start,
         "cpu_seconds": time.process_time() - cpu_start,
     }
-
-
-def _model_config(config: TinyTierConfig, vocab_size: int):
-    """The transformers config of the model ``config`` builds (:func:`gradprobe.models.tiny_config`)."""
-    return tiny_config(config.arch, vocab_size=vocab_size, hidden_size=config.hidden_size, layers=config.layers,
-                       heads=config.heads, kv_heads=config.kv_heads, intermediate_size=config.intermediate_size,
-                       max_positions=config.max_positions)
 
 
 def build_tier(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | None = None,
@@ -315,8 +308,9 @@ def build_tier(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | No
         ``config`` is not a :class:`TinyTierConfig`.
     gradprobe.models.TierDamagedError
         Without ``force``, ``out`` holds a damaged build (a file missing or unreadable, a ``config.json`` that is
-        not the recipe's model: another ``model_type`` or shape, a ``model.safetensors`` whose tensors are not the
-        recipe's model's: one missing, extra or of another shape, or one without ``warmstart.json``; a ValueError;
+        not the recipe's model: another ``model_type``, shape, tying of the embeddings, biases, head size or
+        activation, a ``model.safetensors`` whose tensors are not the recipe's model's: one missing, extra or of
+        another shape (:func:`gradprobe.models.tier_model_damage`), or one without ``warmstart.json``; a ValueError;
         the message names the file and ``--force``, and when the weights were re-saved as shards or
         ``pytorch_model.bin``, that ``--force`` deletes them and how to keep them).
     TierBuildBusyError
@@ -618,7 +612,7 @@ def _reusable(target: Path, name: str, config: TinyTierConfig, seed: int, *, exp
                                f"seed {seed} (config_hash {want}); " + ("pass --force (force=True) to replace it, "
                                "or choose another folder for --out" if explicit else "remove it or pass --force "
                                "(force=True) to replace it"))
-        damage = tier_damage(target) or _config_damage(target, config) or _weights_damage(target, config)
+        damage = tier_damage(target) or tier_model_damage(target, config, tier_vocab_size())
         if damage is None:
             return True
         damage += _other_weights_note(target, damage)
@@ -629,57 +623,6 @@ def _reusable(target: Path, name: str, config: TinyTierConfig, seed: int, *, exp
     return False
 
 
-#: ``config.json`` key -> the :class:`TinyTierConfig` field it must equal (a build's model shape).
-_SHAPE_KEYS = {"hidden_size": "hidden_size", "num_hidden_layers": "layers", "num_attention_heads": "heads",
-               "num_key_value_heads": "kv_heads", "intermediate_size": "intermediate_size",
-               "max_position_embeddings": "max_positions"}
-_MODEL_TYPES = {"tiny-qwen2": "qwen2", "tiny-llama": "llama"}
-
-
-def _config_damage(target: Path, config: TinyTierConfig) -> str | None:
-    """``<target>/config.json is damaged (<key> is <value>, the build's recipe gives <expected>)`` when the folder's
-    model config is not the one ``config`` builds (``model_type``, the shape of :data:`_SHAPE_KEYS`, ``vocab_size``
-    of the character tokenizer): an edited or swapped ``config.json`` that still holds a JSON object, which
-    ``from_pretrained`` would refuse (no ``model_type``) or fail on (weights of another shape); else None."""
-    path = target / "config.json"
-    found = json.loads(path.read_text())  # tier_damage has read it as a JSON object
-    want = {"model_type": _MODEL_TYPES[config.arch], "vocab_size": len(char_tokenizer("compact")),
-            **{key: getattr(config, field) for key, field in _SHAPE_KEYS.items()}}
-    for key, value in want.items():
-        if key not in found:
-            return f"{path} is damaged (no {key!r}; the build's recipe gives {value!r})"
-        if found[key] != value or isinstance(found[key], bool):
-            return f"{path} is damaged ({key} is {found[key]!r}, the build's recipe gives {value!r})"
-    return None
-
-
-def _weights_damage(target: Path, config: TinyTierConfig) -> str | None:
-    """``<target>/model.safetensors is damaged (<how>)`` when its tensors are not those of the model ``config``
-    builds: a tensor missing (``from_pretrained`` would initialise it at random, with a report, not an error), one
-    it does not have, or another shape (names and shapes from the file's header and from the model built on the
-    ``meta`` device: no weights are read or allocated); else None. Catches weights swapped for another tier's."""
-    from safetensors import safe_open
-    from transformers import AutoModelForCausalLM
-
-    path = target / WEIGHTS_FILE
-    with safe_open(str(path), "pt") as f:  # tier_damage has read its header
-        found = {key: tuple(f.get_slice(key).get_shape()) for key in f.keys()}
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(_model_config(config, len(char_tokenizer("compact"))))
-    want = {key: tuple(p.shape) for key, p in model.named_parameters()}  # tied lm_head: once, as save_pretrained
-    missing, extra = sorted(set(want) - set(found)), sorted(set(found) - set(want))
-    shaped = [f"{k} has shape {list(found[k])}, the recipe's model {list(want[k])}" for k in sorted(want)
-              if k in found and found[k] != want[k]]
-
-    def listed(keys: list[str]) -> str:
-        return ", ".join(keys[:2]) + (f" and {len(keys) - 2} more" if len(keys) > 2 else "")
-    how = ([f"no tensor {listed(missing)}"] if missing else []) + (
-        [f"tensors the recipe's model has not: {listed(extra)}"] if extra else []) + shaped[:1]
-    if not how:
-        return None
-    return f"{path} is damaged (not the weights of the recipe's model: {'; '.join(how)})"
-
-
 def _other_weights_note(target: Path, damage: str) -> str:
     """When ``damage`` is a missing ``model.safetensors`` and ``target`` holds the model's weights in another form (a
     shard index and its shards, or ``pytorch_model.bin``, e.g. a copy of the tier re-saved), a note saying so: a tier
@@ -687,8 +630,7 @@ def _other_weights_note(target: Path, damage: str) -> str:
     ``--force`` replaces the whole folder, which deletes those weights, so how to keep them; else ''."""
     if damage != f"{target / WEIGHTS_FILE} is missing":
         return ""
-    held = [name for name in (SHARD_INDEX, "pytorch_model.bin", "pytorch_model.bin.index.json")
-            if (target / name).is_file()]
+    held = other_weights_held(target)
     if not held:
         return ""
     return (f" (the folder holds {' and '.join(held)} instead of {WEIGHTS_FILE}: a tier build is read and "
