@@ -222,7 +222,7 @@ def _check_not_json(path: Path, raw: bytes) -> None:
     if raw.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] not in (b"{", b"["):
         return
     try:
-        doc = json.loads(raw.decode("utf-8"))
+        doc = json.loads(raw.decode("utf-8-sig"))  # a byte-order mark (as Notepad saves) is no part of the JSON
     except (UnicodeDecodeError, ValueError):
         return  # not JSON after all: read as a CSV, its faults are named there
     calibration = isinstance(doc, dict) and doc.get("format") == "gradprobe-calibration"  # calib.model.FORMAT
@@ -238,7 +238,8 @@ def _check_fields(path: Path, raw: bytes) -> None:
     a short line's missing cells as blank (a run without a realized gain, silently left out of the fit), a header
     name twice as a second column ``NAME.1`` that nothing reads, and a table whose every line holds one extra
     cell with its first column as the index (every column shifted by one). A file whose header has no ``study``
-    column is no rows CSV: left to the checks that name its missing columns.
+    column is no rows CSV: left to the checks that name its missing columns. A cell of any length is read, as
+    pandas reads it (the csv module's default limit, 131,072 characters, is raised for this read and restored).
 
     Raises
     ------
@@ -246,7 +247,17 @@ def _check_fields(path: Path, raw: bytes) -> None:
         Naming the file, the line (1 = the header; quoted line breaks counted), the field counts or the repeated
         column, and the fix.
     """
-    reader = csv.reader(io.StringIO(raw.decode("utf-8", errors="replace").lstrip("\ufeff"), newline=""))
+    text = raw.decode("utf-8", errors="replace").lstrip("\ufeff")
+    limit = csv.field_size_limit()
+    csv.field_size_limit(max(limit, min(len(text) + 1, 2**31 - 1)))  # 2**31 - 1: a C long on every platform
+    try:
+        _check_field_counts(path, csv.reader(io.StringIO(text, newline="")))
+    finally:
+        csv.field_size_limit(limit)
+
+
+def _check_field_counts(path: Path, reader) -> None:
+    """:func:`_check_fields` on the rows of ``reader`` (a :func:`csv.reader` over the file ``path``)."""
     header = next(reader, None) or []
     if "study" not in header:  # no rows CSV at all (JSON, another tool's CSV): the missing columns are named later
         return

@@ -40,6 +40,13 @@ def _interval(v) -> tuple[float, float]:
     return (float("nan") if lo is None else float(lo), float("nan") if hi is None else float(hi))
 
 
+def _accuracy_interval(v) -> tuple[float, float]:
+    """An arm's accuracy interval ``v`` as (low, high) within [0, 100] points, as the analysis writes it
+    (:func:`gradprobe.study.stats.accuracy_interval`): an ``analysis.json`` written before accuracy intervals were
+    clipped may hold a t bound past 100 or below 0, which no mean accuracy takes. NaN where there is none."""
+    return tuple(x if x != x else min(max(x, 0.0), 100.0) for x in _interval(v))
+
+
 @dataclass
 class StudyAnalysis:
     """A study's ``analysis.json`` (DESIGN.md, "Matched-compute training": Analysis).
@@ -78,7 +85,7 @@ class StudyAnalysis:
             for axis, v in entry.items():
                 if not (isinstance(v, dict) and v.get("accuracy") is not None):
                     continue  # an axis the study did not read (e.g. no FLOPs budget)
-                lo, hi = _interval(v.get("ci"))
+                lo, hi = _accuracy_interval(v.get("ci"))
                 glo, ghi = _interval(v.get("gain_ci"))
                 gain = v.get("gain_vs_grpo", v.get("gain_vs_control"))
                 rows.append({"arm": arm, "axis": axis, "accuracy": v.get("accuracy"), "ci_low": lo, "ci_high": hi,

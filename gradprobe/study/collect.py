@@ -113,6 +113,13 @@ def _same(a, b) -> bool:
     return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
 
 
+def _update_key(update):
+    """An eval line's ``update`` as a key that tells repeats of one eval apart from others: the value where it can be
+    one (2 and 2.0 are one update), else its JSON text (a damaged line's list or object: kept as a row, which the
+    analysis refuses naming the cell, :func:`gradprobe.study.reading.load_runs`)."""
+    return update if update is None or isinstance(update, (int, float, str)) else json.dumps(update, sort_keys=True)
+
+
 def _run_rows(plan: Plan, arm: str, seed: int, folder: Path) -> list[dict]:
     """The ``runs.csv`` rows of the finished run ``folder`` (``arm``, ``seed`` of ``plan``): one per eval of its
     ``metrics.jsonl``; an eval line repeated exactly (same update, same values) gives one row, as the eval was one
@@ -132,7 +139,7 @@ def _run_rows(plan: Plan, arm: str, seed: int, folder: Path) -> list[dict]:
                "format_rate": e.get("format_rate"), "kl_init": e.get("kl_init"),
                "step_validity_rate": e.get("step_validity_rate"),
                "step_count_deviation": e.get("step_count_deviation")}
-        first = seen.setdefault(e["update"], row)
+        first = seen.setdefault(_update_key(e["update"]), row)
         if first is row:
             rows.append(row)
         elif differ := ", ".join(f"{k} {first[k]!r} and {row[k]!r}" for k in row if not _same(row[k], first[k])):
