@@ -95,9 +95,9 @@ def test_the_probe_table_reads_the_json_encoding_and_keeps_its_columns(tmp_path)
     row = table.loc["outcome"]
     assert list(table.columns) == [
         "inner_product", "inner_product_low", "inner_product_high", "snr", "gain_per_update", "tokens_per_update",
-        "gain_at_budget", "forecast_gain", "forecast_gain_low", "forecast_gain_high", "forecast_accuracy", "rho",
-        "rho_raw", "rho_low", "rho_high", "rho_snr", "effective_updates", "gain_probe", "gain_cost_only",
-        "gain_signal_proxy", "method", "verdict"]
+        "gain_at_budget", "no_signal", "forecast_gain", "forecast_gain_low", "forecast_gain_high",
+        "forecast_accuracy", "rho", "rho_raw", "rho_low", "rho_high", "rho_snr", "effective_updates", "gain_probe",
+        "gain_cost_only", "gain_signal_proxy", "method", "verdict", "no_verdict_reason"]
     assert row["inner_product"] == math.inf and row["inner_product_low"] == 0.25
     assert row["inner_product_high"] == math.inf and math.isnan(row["snr"]) and row["tokens_per_update"] == 300
     assert (row["forecast_gain_low"], row["forecast_gain_high"], row["rho_low"], row["rho_high"]) == (-1, 4, 0.5, 2)

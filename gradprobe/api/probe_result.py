@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import functools
 import json
+import numbers
 import os
 import shutil
 import weakref
@@ -25,7 +26,7 @@ from ..layout import (ALIGNMENT_SAFETENSORS, EARLIER_MANIFEST, EARLIER_PROBE, PR
 from ..outputs import (PER_UPDATE_FIELDS, OutputDirError, api_out, is_json_number, json_float, json_short,
                        naming_out, per_update_problem, prepare_output_dir, read_probe_json, refuse_file_in_the_way,
                        shell_word)
-from ..tables import holds_surrogate, surrogates_escaped
+from ..tables import holds_surrogate, shown, surrogates_escaped
 
 __all__ = ["ProbeResult", "load_probe", "ProbeFileError"]
 
@@ -162,10 +163,17 @@ class ProbeResult:
             weakref.finalize(self, shutil.rmtree, str(self.folder), True)
 
     def __repr__(self) -> str:
-        cfg = self.raw.get("config") or {}
-        names = [r["name"] for r in self.raw.get("rewards", [])]
+        """Model, task, rewards (names as ``repr`` writes them: controls and bidi escaped), the probe batch B x G
+        and, for several probe batches pooled, their number; never raises, whatever dict :attr:`raw` is."""
+        cfg = self.raw.get("config")
+        cfg = cfg if isinstance(cfg, dict) else {}
+        rewards = self.raw.get("rewards")
+        names = [r.get("name") if isinstance(r, dict) else r for r in rewards] if isinstance(rewards, list) else rewards
+        n = cfg.get("probe_batches")
+        pooled = f", batches={n}" if is_json_number(n, integer=True) and n > 1 else ""  # the table pools them
         return (f"ProbeResult(model={cfg.get('model')!r}, task={cfg.get('task')!r}, rewards={names}, "
-                f"batch={cfg.get('prompts')}x{cfg.get('group')}, folder={str(self.folder) if self.folder else None!r})")
+                f"batch={cfg.get('prompts')}x{cfg.get('group')}{pooled}, "
+                f"folder={str(self.folder) if self.folder else None!r})")
 
     @property
     def rewards(self) -> list[str]:
@@ -184,7 +192,10 @@ class ProbeResult:
         - ``gain_per_update``: 100 * lr * <g_R, u>, accuracy points per update (first order);
         - ``tokens_per_update``: generated tokens per training update c_R (continuations included);
         - ``gain_at_budget``: (T / c_R) * gain_per_update at the token budget T, accuracy points
-          (the RAW extrapolation, without diminishing returns: expected to overestimate).
+          (the RAW extrapolation, without diminishing returns: expected to overestimate);
+        - ``no_signal``: True for a reward whose every advantage is 0 on the probe batch (equal rewards in every
+          group, or None/NaN for every completion): its ``inner_product``, interval, ``snr`` and gains are exact
+          zeros, not a measurement (what ``gradprobe probe`` warns about under its table), also without a forecast.
 
         With a forecast (``probe.json``'s ``forecast`` section available: a reference curve was
         given or the model has a shipped one; DESIGN.md, "Forecast"), also:
@@ -193,7 +204,9 @@ class ProbeResult:
         <g_R, u> / <g_outcome, u> shrunk by its SNR), ``rho_raw``, ``rho_low``/``rho_high``,
         ``rho_snr``, ``effective_updates`` (n_R = (T / c_R) rho_R, updates), ``gain_probe``,
         ``gain_cost_only``, ``gain_signal_proxy`` (each forecaster's gain, points), ``method`` and
-        ``verdict`` (text).
+        ``verdict`` (text), ``no_verdict_reason`` (None, or why the row gives no verdict: its numbers are read off
+        a reference curve that carries none at the budget, or its rho rests on too few groups; ``gradprobe probe``
+        marks such numbers with ``*``).
 
         Returns
         -------
@@ -244,9 +257,25 @@ class ProbeResult:
                 "gain_per_update": num("predicted_gain_per_update", r["predicted_gain_per_update"]),
                 "tokens_per_update": int(self._cost(where, "tokens_per_update", r["tokens_per_update"])),
                 "gain_at_budget": num("predicted_gain_at_budget", r["predicted_gain_at_budget"])}
+        for r, why in zip(self.raw["rewards"], self._no_signal()):  # every entry read: a dict with a text name
+            rows[r["name"]]["no_signal"] = why is not None
         for name, columns in self._forecast_rows(set(rows)).items():
             rows[name].update(columns)
         return rows
+
+    def _no_signal(self) -> list:
+        """Per entry of ``rewards`` why it gives no gradient on the probe batch(es) (every advantage 0: its zeros
+        measure nothing), else None: the entry's recorded ``no_signal_reason``, or for a ``probe.json`` written
+        before entries recorded it, :func:`gradprobe.forecast.result.no_signal_reason` of its numbers (as
+        ``gradprobe probe``'s printout does, :func:`gradprobe.probe.table.no_signal_entries`)."""
+        from ..forecast.result import no_signal_reason  # numpy and pandas: the table has loaded them
+
+        rewards = self.raw["rewards"]
+        if all("no_signal_reason" in r for r in rewards):
+            return [r["no_signal_reason"] for r in rewards]
+        ref = next((r for r in rewards if r.get("name") == "outcome"), None)  # grpo's reward, the reference
+        batches = int((self.raw.get("config") or {}).get("probe_batches") or 1)
+        return [no_signal_reason([r], [ref], batches=batches) for r in rewards]
 
     def _forecast_rows(self, names: set) -> dict:
         """Reward -> :attr:`table`'s forecast columns, from probe.json's ``forecast`` section where it is available
@@ -262,7 +291,8 @@ class ProbeResult:
             f = {**f, "gain_interval[0]": glo, "gain_interval[1]": ghi, "rho_interval[0]": rlo,
                  "rho_interval[1]": rhi}
             out[name] = {**{column: num(key, f.get(key)) for column, key in _FORECAST_COLUMNS.items()},
-                         "method": f.get("method"), "verdict": f.get("verdict")}
+                         "method": f.get("method"), "verdict": f.get("verdict"),
+                         "no_verdict_reason": f.get("no_verdict_reason")}
         return out
 
     def _forecast_section(self) -> list:
@@ -350,13 +380,14 @@ class ProbeResult:
         Raises
         ------
         TypeError
-            ``k`` is not an integer (``.batch(1)``, not ``.batch("1")`` or ``.batch(True)``).
+            ``k`` is not an integer (``.batch(1)`` or a numpy integer, not ``.batch("1")`` or ``.batch(True)``).
         ProbeFileError
             No ``batch_k/probe.json`` in this probe's folder: the message names the batches it has (``batch_0`` ..),
             or says that a probe of one batch has no ``batch_K/`` folders (its own files are that batch).
         """
-        if isinstance(k, bool) or not isinstance(k, int):
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral):  # numpy's integers too (np.arange)
             raise TypeError(f"batch(k): k must be an integer batch number (0, 1, ...), got {k!r}")
+        k = int(k)
         if self.folder is not None and not (self.folder / f"batch_{k}" / PROBE_JSON).is_file():
             have = sorted(int(p.name[6:]) for p in self.folder.glob("batch_*") if PROBE_BATCH_DIR.fullmatch(p.name)
                           and (p / PROBE_JSON).is_file())
@@ -393,7 +424,7 @@ class ProbeResult:
             Shape (N, T): N = B * G completions (row n is prompt n // G, completion n % G), T the
             longest completion (tokens); the model's dtype; 0 off the completion mask
             (:attr:`completion_mask`). Units: change of the token's log-probability per unit step
-            along u.
+            along u. A new copy on each read: changing it in place (``a[~mask] = nan``) leaves the result's own.
 
         Raises
         ------
@@ -404,22 +435,25 @@ class ProbeResult:
             ``alignment.safetensors`` cannot be read (truncated, not a safetensors file): the message names it and
             the fix (re-run ``gradprobe probe --out DIR``; for a study's probe, resume the study).
         """
-        return self._tensors()["alignment"]
+        return self._tensors()["alignment"].clone()
 
     @property
     def completion_mask(self):
-        """torch.Tensor (N, T), bool: True on generated, non-pad tokens. Raises as :attr:`alignment`."""
-        return self._tensors()["completion_mask"].bool()
+        """torch.Tensor (N, T), bool: True on generated, non-pad tokens; a new copy on each read, as
+        :attr:`alignment`. Raises as :attr:`alignment`."""
+        return self._tensors()["completion_mask"].clone().bool()
 
     def advantages(self, reward: str):
-        """Reward ``reward``'s per-token advantages A^R, torch.Tensor (N, T), float64, 0 off the mask.
+        """Reward ``reward``'s per-token advantages A^R, torch.Tensor (N, T), float64, 0 off the mask; a new copy on
+        each read, as :attr:`alignment`.
 
         Raises
         ------
         TypeError
             ``reward`` is not a string (the probed names are listed).
         KeyError
-            ``reward`` was not probed (the probed names are listed).
+            ``reward`` was not probed (the probed names are listed, and one that differs from it only by case or
+            spaces is suggested: ``Outcome`` -> ``outcome``).
         ProbeFileError, ValueError
             As :attr:`alignment`.
         """
@@ -427,13 +461,15 @@ class ProbeResult:
 
         if not isinstance(reward, str):
             raise TypeError(f"advantages(reward): reward must be a probed reward's name, one of "
-                            f"{', '.join(self.rewards)}; got {reward!r}")
+                            f"{_names_shown(self.rewards)}; got {reward!r}")
 
         key = advantages_key(reward)
         tensors = self._tensors()
         if key not in tensors:
-            raise KeyError(f"reward {reward!r} was not probed; probed: {', '.join(self.rewards)}")
-        return tensors[key]
+            near = [n for n in self.rewards if _loose(n) == _loose(reward)]
+            hint = f"; did you mean {near[0]!r}? (names match exactly: case and spaces count)" if near else ""
+            raise KeyError(f"reward {reward!r} was not probed; probed: {_names_shown(self.rewards)}{hint}")
+        return tensors[key].clone()
 
     def tokens(self):
         """Every completion token as a row (from ``tokens.jsonl``).
@@ -557,6 +593,21 @@ class ProbeResult:
                 shutil.copyfile(src, tmp)
                 tmp.replace(dst)
         return out
+
+
+def _names_shown(names: list[str]) -> str:
+    """``names`` joined with ", " for a message, each as the printed tables show it: control characters and lone
+    surrogates escaped (:func:`gradprobe.tables.shown`) and bidirectional controls too
+    (:func:`gradprobe.probe.table.bidi_escaped`: raw, U+202E would reverse the rest of the message)."""
+    from ..probe.table import bidi_escaped  # torch-bound: the caller has loaded it
+
+    return ", ".join(bidi_escaped(shown(n)) for n in names)
+
+
+def _loose(name: str) -> str:
+    """``name`` with case and runs of whitespace ignored (casefolded, words joined by one space): how a mistyped
+    reward name (``Outcome``, ``outcome ``) is matched to a probed one for a hint, never for a lookup."""
+    return " ".join(name.split()).casefold()
 
 
 def _refuse_own_parent(out: Path, folder: Path) -> None:
@@ -758,7 +809,8 @@ def load_probe(dir: str | Path) -> ProbeResult:
     ------
     ProbeFileError (a FileNotFoundError)
         No ``probe.json`` there: the message names the path that is missing (``dir`` itself when it
-        does not exist, else ``dir/probe.json``), and the earlier probe a killed one left in
+        does not exist, else ``dir/probe.json``; a missing ``dir`` starting with ``~``, which is not expanded, with
+        the fix ``os.path.expanduser``), and the earlier probe a killed one left in
         ``dir/.earlier-probe/`` when there is one, and for a study's probe or guided arm's probe
         (:func:`gradprobe.layout.probe_study`, ``arms.json`` or not) the study's fix
         (:func:`gradprobe.layout.study_probe_advice`) rather than ``gradprobe probe --out``; or ``dir`` holds part
@@ -818,6 +870,8 @@ def _probe_file(path: Path) -> Path:
                                  "(with the same settings), which replaces what it left")
         study = file.parent / "probe" / PROBE_JSON  # a study folder: its probe of the arms is in probe/
         hint = f" (a study folder: its probe is {study.parent})" if study.is_file() else ""
+        if str(path).startswith("~") and not path.exists():  # Python does not expand ~ or ~user, as a shell does
+            hint += f" (a leading ~ is not your home folder here: pass os.path.expanduser({str(path)!r}))"
         raise ProbeFileError(f"{missing} not found; pass a `gradprobe probe --out` folder (it holds probe.json)"
                              + hint)
     if os.path.lexists(file.parent / UNFINISHED_PROBE):  # the record goes once a probe is complete
