@@ -175,10 +175,34 @@ def refuse_damaged_tier(folder: Path) -> None:
                if folder.resolve().parent == cache_root().resolve() and (shipped / "warmstart.json").is_file()
                and (damage.startswith(str(folder / "model.safetensors"))  # its weights are lost already
                     or _same_file(folder / "model.safetensors", shipped / "model.safetensors")) else "")
-    backup = "" if cached else (f"--force replaces the whole folder, so first copy elsewhere what you keep in {folder} "
-                                "(any file of yours in it is lost); ")
+    custom = _custom_rebuild(folder, None if cached else folder)
+    backup = "" if cached else (f"{'--force' if custom is None else 'force=True'} replaces the whole folder, so first "
+                                f"copy elsewhere what you keep in {folder} (any file of yours in it is lost); ")
+    command = custom or f"`gradprobe warmstart {_rebuild_command(folder)}{where} --force`"
     raise TierDamagedError(f"the tier in {folder} is damaged: {damage}{_sharded_copy_hint(folder, damage)}; {backup}"
-                           f"rebuild it with `gradprobe warmstart {_rebuild_command(folder)}{where} --force`{instead}")
+                           f"rebuild it with {command}{instead}")
+
+
+def _custom_rebuild(folder: Path, out: Path | None) -> str | None:
+    """How to rebuild the tier in ``folder`` (into ``out``; None: into the cache) when the recipe its
+    ``warmstart.json`` records is not its tier's default one (:data:`gradprobe.tiers.TIERS`), e.g. a build of
+    :func:`gradprobe.warmstart.build_tier` with another ``config``: ``gradprobe warmstart`` builds a tier's default
+    recipe only, so its ``--force`` would replace the folder with another model (or, in the cache, build another
+    folder); the Python call that rebuilds that recipe instead, naming the fields that differ from the default.
+    None for a default recipe or a record that cannot be read (:func:`_rebuild_command` tells then)."""
+    try:
+        record = json.loads((folder / "warmstart.json").read_text())
+        name, seed = str(record["tier"]), int(record["seed"])
+        config, default = TinyTierConfig(**record["config"]), TIERS[name]()
+    except Exception:  # noqa: BLE001 - no sound record, or a recipe this version does not build
+        return None
+    if config == default:
+        return None
+    fields = ", ".join(f"{key}={value!r}" for key, value in config.to_dict().items() if value != getattr(default, key))
+    where = "" if out is None else f"out={str(out)!r}, "
+    return (f"Python, as its recipe is not the default {name} recipe, the only one `gradprobe warmstart` builds: "
+            "`from gradprobe.tiers import TinyTierConfig; from gradprobe.warmstart import build_tier; "
+            f"build_tier({name!r}, seed={seed}, config=TinyTierConfig({fields}), {where}force=True)`")
 
 
 def _sharded_copy_hint(folder: Path, damage: str) -> str:
@@ -266,10 +290,11 @@ def tier_model_damage(folder: Path, config: TinyTierConfig | None, vocab_size: i
 
     ``config.json`` must give the recipe's ``model_type``, shape (:data:`TIER_SHAPE_KEYS`) and ``vocab_size``, and,
     as transformers reads it, its tied embeddings, biases, head size and activation (:data:`_MODEL_KEYS`); and
-    ``model.safetensors``' header must name the model's tensors with their shapes (a tied ``lm_head.weight`` may be
-    there or not). ``from_pretrained`` would otherwise fail with its own error, or initialise a missing tensor at
-    random with a report, not an error, and ignore an extra one: weights swapped for another tier's. Other values
-    (``rms_norm_eps``, the rope settings, keys transformers adds such as ``transformers_version``) are not compared:
+    ``model.safetensors``' header must name the model's tensors with their shapes (of tied tensors, such as the
+    embeddings and a tied ``lm_head.weight``, one name or both). ``from_pretrained`` would otherwise fail with its
+    own error, or initialise a missing tensor at random with a report, not an error, and ignore an extra one: weights
+    swapped for another tier's. Other values (``rms_norm_eps``, the rope settings, keys transformers adds such as
+    ``transformers_version``) are not compared:
     their defaults and spelling change between transformers releases. Cheap: the model is built on the ``meta``
     device (no weights are read or allocated), once per process for a recipe. Call it once :func:`tier_damage` found
     the files readable (``config.json`` a JSON object, the safetensors header readable)."""
@@ -316,13 +341,17 @@ def _reason(error: Exception) -> str:
 
 def _tier_weights_damage(path: Path, shapes: tuple[dict, dict], whose: str) -> str | None:
     """``<path> is damaged (not the weights of <whose>: <how>)`` when the safetensors header of ``path`` does not name
-    the tensors, with their shapes, of a model (``shapes``: :func:`_tensor_shapes`), else None."""
+    the tensors, with their shapes, of a model (``shapes``: :func:`_tensor_shapes`), else None. Tied tensors are one
+    tensor: any one of their names will do (``save_pretrained`` keeps the embeddings' name; ``safetensors.torch.
+    save_model``, which a training run's checkpoints and kept weights use, keeps ``lm_head.weight``, and
+    ``from_pretrained`` ties either back)."""
     from safetensors import safe_open
 
     with safe_open(str(path), "pt") as f:
         found = {key: tuple(f.get_slice(key).get_shape()) for key in f.keys()}
     want, tied = shapes
-    missing, extra = sorted(set(want) - set(found)), sorted(set(found) - set(want) - set(tied))
+    held = set(found) | {tied[k] for k in found if k in tied}  # a tensor is there under any name it is tied to
+    missing, extra = sorted(set(want) - held), sorted(set(found) - set(want) - set(tied))
     shaped = [f"{k} has shape {list(found[k])}, {whose} {list(want[k])}" for k in sorted(want)
               if k in found and found[k] != want[k]]
     shaped += [f"{k} has shape {list(found[k])}, {whose} {list(want[tied[k]])}" for k in sorted(tied)
