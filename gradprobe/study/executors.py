@@ -25,8 +25,8 @@ from concurrent.futures.process import BrokenProcessPool
 from .folder import StudyError
 from .worker import execute_task, worker_init
 
-__all__ = ["EXECUTORS", "STOP_GRACE_SECONDS", "POLL_SECONDS", "default_workers", "run_tasks", "usable_cores",
-           "worker_threads"]
+__all__ = ["EXECUTORS", "RAY_MISSING", "STOP_GRACE_SECONDS", "POLL_SECONDS", "default_workers", "run_tasks",
+           "usable_cores", "worker_threads"]
 
 #: seconds a stopped worker gets to exit after SIGTERM before it is killed (SIGKILL)
 STOP_GRACE_SECONDS = 20.0
@@ -34,6 +34,10 @@ STOP_GRACE_SECONDS = 20.0
 #: seconds between two wake-ups of the study process while it waits for runs (so that a Ctrl-C delivered
 #: to another thread is seen within this time)
 POLL_SECONDS = 0.5
+
+#: the refusal of ``--executor ray`` where Ray cannot be imported: gradprobe's ``ray`` extra installs it
+RAY_MISSING = ("--executor ray needs Ray: pip install 'ray[default]', or gradprobe's extra that installs it, "
+               "pip install 'gradprobe[ray]' (or use --executor local)")
 
 
 def usable_cores() -> int:
@@ -182,12 +186,12 @@ def _iter_ray(tasks: list[dict], *, threads: int, ray_address: str | None = None
     Raises
     ------
     StudyError
-        Ray is not installed (the fix: ``pip install 'ray[default]'`` or ``--executor local``).
+        Ray is not installed (:data:`RAY_MISSING`: the fix, ``pip install 'gradprobe[ray]'`` or ``--executor local``).
     """
     try:
         import ray  # optional dependency: only this executor needs it
     except ImportError as e:
-        raise StudyError("--executor ray needs Ray: pip install 'ray[default]' (or use --executor local)") from e
+        raise StudyError(RAY_MISSING) from e
     started = False
     if not ray.is_initialized():
         ray.init(address=ray_address) if ray_address else ray.init()

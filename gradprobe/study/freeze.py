@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 from ..layout import CONFIG_JSON, PLAN_COPY, PROBE_JSON, STUDY_JSON, run_dir
-from ..outputs import json_short, output_error, prepare_output_dir, versions, write_bytes_atomic, write_json_atomic
+from ..outputs import (json_short, output_error, prepare_output_dir, shell_word, versions, write_bytes_atomic,
+                       write_json_atomic)
 from ..tables import shown
 from ..tasks import task_data_identity
 from ..training.budget import reach_silenced
@@ -159,7 +160,7 @@ def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False
         raise StudyError(f"{sj} records no plan_sha256 and {frozen} {lost}: which plan this study froze cannot be "
                          f"told; restore {frozen} (or {sj}) from a copy of the study, or run the plan with a new --out")
     if old != plan.sha256:
-        if restart and not finished_runs(out):
+        if restart and not finished_runs(out) and not _is_file(plan_path, frozen):  # --restart would delete it
             _restart_study(out, old, plan, plan_path)
             return freeze_plan(plan_path, out, say=say, plan=plan)
         raise _plan_changed(out, plan_path, old, plan.sha256, restart)
@@ -174,6 +175,32 @@ def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False
     return _frozen_copy(plan, frozen, new=False), study  # plan_path's bytes, loaded above as the study's
 
 
+def _is_file(path, other: Path) -> bool:
+    """Whether ``path`` and ``other`` name one existing file (a path written another way or a link to it too)."""
+    try:
+        return Path(path).resolve().samefile(other)
+    except OSError:
+        return False
+
+
+def _edited_frozen_copy(out: Path, old: str, new: str, restart: bool) -> PlanChangedError:
+    """The refusal of a study whose own frozen copy ``out/plan.toml`` was edited (sha256 ``new``, ``old`` recorded)
+    and given as the plan: it is a study output, so ``--restart`` would delete it before freezing it, and the hint to
+    "restore the original plan" would name the edited file itself."""
+    frozen = out / PLAN_COPY
+    done = len(finished_runs(out))
+    why = ("--restart deletes the frozen plan with the study's outputs, so it cannot freeze this file itself"
+           if restart else "a study's plan cannot change")
+    then = (f"`gradprobe study CHANGED.toml --out {shell_word(out)} --restart` (no run of the frozen plan has "
+            f"finished)" if not done else
+            f"`gradprobe study CHANGED.toml --out NEW_DIR` ({done} run(s) of the frozen plan have finished)")
+    return PlanChangedError(f"{frozen} is the study's frozen plan, and it was edited after the study froze it "
+                            f"(sha256 {new[:12]} now, {out / STUDY_JSON} records {old[:12]}): {why}; nothing was run "
+                            f"or deleted. To run the edited plan, copy it out (`cp {shell_word(frozen)} "
+                            f"CHANGED.toml`), then run {then}; to resume this study, restore {frozen} from a copy "
+                            "of the study")
+
+
 def _frozen_copy(plan: Plan, frozen: Path, *, new: bool) -> Plan:
     """The plan of the study's frozen copy ``frozen``: ``plan`` itself, its ``path`` that copy's, when the copy holds
     its bytes (sha256), so a study's one plan is parsed, checked and warned about once; else (the plan file was
@@ -186,6 +213,8 @@ def _frozen_copy(plan: Plan, frozen: Path, *, new: bool) -> Plan:
 def _plan_changed(out: Path, plan_path, old: str, new: str, restart: bool) -> PlanChangedError:
     """The refusal of a plan of sha256 ``new`` in a study folder frozen with ``old``: the fix depends on
     whether runs of the frozen plan have finished (then only a new ``--out``) and on ``restart``."""
+    if _is_file(plan_path, out / PLAN_COPY):
+        return _edited_frozen_copy(out, old, new, restart)
     finished = finished_runs(out)
     head = (f"study folder {str(out)!r} was started with a plan of sha256 {old}, but {str(plan_path)!r} has "
             f"sha256 {new}: a study's plan is frozen before its first run and cannot change. ")

@@ -76,7 +76,7 @@ from ..training.plan import Plan
 from ..training.untrained import cause, describe, trained, untrained_tail, update_lines
 from .analysis import analyze as run_analysis
 from .collect import FinishedRunFiles, check_finished_runs, write_eval_items, write_runs_csv
-from .executors import EXECUTORS, default_workers, run_tasks, worker_threads
+from .executors import EXECUTORS, RAY_MISSING, default_workers, run_tasks, worker_threads
 from .folder import TRAIN_LOG, FolderLock, StudyError, now, refuse_other_output, run_status
 from .freeze import check_reward_plugins, check_study_model, check_task_data, freeze_plan, load_study_plan
 from .invocations import Invocation
@@ -259,7 +259,7 @@ def _checked_plan(plan_path, executor: str, workers: int | None, ray_address: st
     if workers is not None and workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
     if executor == "ray" and importlib.util.find_spec("ray") is None:  # before the plan is frozen into the folder
-        raise StudyError("--executor ray needs Ray: pip install 'ray[default]' (or use --executor local)")
+        raise StudyError(RAY_MISSING)
     require_tracker(report_to)
     plan = load_study_plan(plan_path, out)  # a plan this folder froze before a later check resumes
     # vLLM missing: before the plan is frozen (a Ray cluster's workers may have it where the driver does not)
@@ -321,6 +321,7 @@ def _run_tasks(plan: Plan, study: dict, out: Path, opts: _Options, say, invocati
         say(f"{len(result.skipped)} of {len(plan.runs())} runs already complete; not redone")
     if tasks:
         _dispatch(tasks, plan, study, out, entries, result, opts, say, invocation, read)
+    _lost_runs(out, entries, result, read, say)
     write_runs_csv(plan, out, read)
     write_eval_items(plan, out, read)
     study["finished"] = now() if not result.failed else None
@@ -454,6 +455,28 @@ def probe_state(record: dict, earlier: bool = False) -> str:
     return (f"failed for {failures}; {'that reward is' if len(left_out) == 1 else 'those rewards are'} left out of "
             f"{files}{' (written by an earlier invocation, kept)' if earlier else ''}, and the other arms' entries "
             f"are kept; {left_out[0].get('fix')}")
+
+
+def _lost_runs(out: Path, entries: dict, result: StudyResult, read: FinishedRunFiles, say) -> None:
+    """Record as failed each run complete in this invocation (done or kept) and read from its folder (``read``)
+    whose folder no longer says so at its end (deleted, moved or its ``summary.json`` removed while the study ran):
+    its results are no longer on disk (``eval_items.jsonl``, weights), so ``runs.csv`` leaves it out, the study is
+    not marked finished, and a rerun of the same command redoes it. Its entry in ``study.json`` says why; a line on
+    the progress output names it."""
+    for key in [k for k in result.done if (k in read.rows or k in read.items)
+                and run_status(run_dir(out, *k))[0] != "done"]:
+        folder = run_dir(out, *key)
+        what = "was deleted or moved" if not folder.exists() else "lost its summary.json"
+        err = (f"its run folder {folder} {what} while the study ran, so its results are gone; rerun the same command "
+               "to redo the run (the other runs are kept)")
+        entries[key].update(status="failed", error=err)
+        result.done.remove(key)
+        if key in result.skipped:
+            result.skipped.remove(key)
+        result.failed[key] = err
+        read.rows.pop(key, None)
+        read.items.pop(key, None)
+        say(f"run {key[0]} seed {key[1]} FAILED: {err}")
 
 
 def _record_run(res: dict, entry: dict, result: StudyResult) -> str:

@@ -14,26 +14,32 @@ from tomlkit.exceptions import TOMLKitError
 
 from ..layout import ANALYSIS_JSON, PLAN_COPY, STUDY_JSON
 from ..outputs import prepare_output_dir, write_json_atomic
+from ..tables import shown
 from ..training.plan import Plan, load_plan
-from .folder import StudyError, sha256, study_plan_sha
+from .folder import StudyError, check_frozen_plan, sha256, study_plan_sha
 from .orchestrator import run_study
 from .preflight import check_plan_inputs
 from .result import StudyResult
 
-__all__ = ["REPLICATE_SOURCE", "replicate_plan_text", "replicate_record", "read_replicate_record", "replicate_source",
-           "study_plan_sha", "replicate_study", "compare_replicate"]
+__all__ = ["REPLICATE_SOURCE", "check_replicate_code", "same_heldout", "replicate_plan_text", "replicate_record",
+           "read_replicate_record", "replicate_source", "study_plan_sha", "replicate_study", "compare_replicate"]
 
 REPLICATE_SOURCE = "replicate_of.json"
 
+#: the end of the header :func:`replicate_plan_text` writes (its second line)
+_HEADER_END = "written by gradprobe study --replicate."
 
-def replicate_plan_text(text: str, *, seeds, heldout_seed: int, source: str, source_sha256: str) -> str:
+
+def replicate_plan_text(text: str, *, seeds, heldout_seed: int, source: str, source_sha256: str,
+                        fresh_heldout: bool = True) -> str:
     """The TOML text of a replicate: ``text`` with its ``seeds`` and ``[heldout] seed`` replaced.
 
     Edited with tomlkit (a style-preserving TOML parser), so everything else of the plan is kept
     byte for byte: comments (a comment on the ``seeds`` or ``[heldout] seed`` line stays on its
     line), key order, blank lines. ``seeds`` may span several lines (it is rewritten on one,
     keeping the comment after its closing bracket; comments between the old seeds go with them);
-    a plan without ``seeds`` gains it at the top level, one without ``[heldout] seed`` gains it.
+    a plan without ``seeds`` gains it at the top level, one without ``[heldout] seed`` gains it. The plan of a
+    replicate replicated again loses its own two header lines (:data:`_HEADER_END` ends them): they name other seeds.
 
     Parameters
     ----------
@@ -45,12 +51,20 @@ def replicate_plan_text(text: str, *, seeds, heldout_seed: int, source: str, sou
         The replicate's data seed (held-out set and training pool).
     source, source_sha256 : str
         The original study folder and its plan's sha256 (written as a header comment).
+    fresh_heldout : bool
+        Whether the new data seed draws another held-out set (the header says so); False where the task's held-out
+        items do not depend on it (a data file's whole test split): the header says the replicate evaluates on the
+        original's held-out items (:func:`same_heldout`).
 
     Raises
     ------
     StudyError
         ``text`` is not valid TOML, or its ``heldout`` is not a table.
     """
+    head_lines = text.splitlines(keepends=True)[:2]
+    if len(head_lines) == 2 and head_lines[0].startswith("# Replicate of ") and head_lines[1].rstrip().endswith(
+            _HEADER_END):
+        text = text[len("".join(head_lines)):]
     try:
         doc = tomlkit.parse(text)
     except TOMLKitError as e:
@@ -68,8 +82,11 @@ def replicate_plan_text(text: str, *, seeds, heldout_seed: int, source: str, sou
         if not isinstance(heldout, dict):
             raise StudyError("the frozen plan's heldout is not a table; the replicate cannot be written")
         heldout["seed"] = int(heldout_seed)
+    held = (f"a fresh held-out set (data seed {int(heldout_seed)})" if fresh_heldout else
+            "the original's held-out set (the task's held-out items do not depend on the data seed, "
+            f"{int(heldout_seed)} now)")
     head = (f"# Replicate of the study in {source} (plan sha256 {source_sha256}): the same plan on fresh seeds\n"
-            f"# {list(seeds)} and a fresh held-out set (data seed {int(heldout_seed)}); written by gradprobe study --replicate.\n")
+            f"# {list(seeds)} and {held}; {_HEADER_END}\n")
     return head + tomlkit.dumps(doc)
 
 
@@ -259,39 +276,185 @@ def replicate_study(source: str | Path, out: str | Path, *, plan: Plan, executor
 
     The replicate's plan is the source's frozen ``plan.toml`` with the seeds and held-out seed of
     ``plan`` (:func:`gradprobe.training.plan.replicate_plan`); it is frozen in ``out`` like any plan
-    (a killed replicate resumes), ``out/replicate_of.json`` records the source (:func:`replicate_record`:
+    (a killed replicate, run again with the same seeds, resumes its frozen plan: :func:`_resumed_replicate`),
+    ``out/replicate_of.json`` records the source (:func:`replicate_record`:
     its path relative to ``out`` and its name), and at the end
     :func:`compare_replicate` prints each arm's gain vs grpo at matched tokens in both studies.
 
     Raises
     ------
     StudyError
-        The generated plan does not read back as ``plan`` (seeds or held-out seed differ).
+        ``source/plan.toml`` was edited after the study froze it
+        (:func:`~gradprobe.study.folder.check_frozen_plan`), the generated plan does not read back as ``plan`` (seeds
+        or held-out seed differ), or a plug-in reward's
+        code or the task's data is no longer what the source study ran (:func:`check_replicate_code`), or ``out``
+        holds another study or replicate (:func:`_resumed_replicate`); nothing is written into ``out``.
     gradprobe.study.preflight.PreflightError
         The plan's model, tokenizer or task cannot be loaded (nothing is written into ``out``).
     """
     source, out = Path(source), Path(out)
+    try:
+        check_frozen_plan(source)  # an edited plan.toml is not the plan the source's runs ran
+    except StudyError as e:
+        raise StudyError(f"--replicate: {e}; a replicate of the edited plan would not replicate the study") from None
     text = (source / PLAN_COPY).read_text()
     src_sha = sha256((source / PLAN_COPY).read_bytes())
-    rep_text = replicate_plan_text(text, seeds=plan.seeds, heldout_seed=plan.heldout.seed, source=str(source),
-                                   source_sha256=src_sha)
+    original = load_plan(source / PLAN_COPY, check_schedule=False, check_reach=False)
+    said = say or (lambda m: print(m, file=sys.stderr))
+    resumed = _resumed_replicate(source, out, src_sha, plan, original)
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"{plan.name}.toml"
-        path.write_text(rep_text)
-        check = load_plan(path)
+        path = resumed or Path(tmp) / f"{plan.name}.toml"
+        if resumed is None:
+            path.write_text(replicate_plan_text(text, seeds=plan.seeds, heldout_seed=plan.heldout.seed,
+                                                source=str(source), source_sha256=src_sha))
+        check = load_plan(path, check_reach=resumed is None)
         if check.seeds != plan.seeds or check.heldout.seed != plan.heldout.seed:
             raise StudyError(f"the replicate plan written from {source / PLAN_COPY} reads back with seeds "
                              f"{list(check.seeds)} and held-out seed {check.heldout.seed}, expected "
                              f"{list(plan.seeds)} and {plan.heldout.seed}")
         check_plan_inputs(check, executor=executor)  # before anything is written into out
-        prepare_output_dir(out)
-        write_json_atomic(out / REPLICATE_SOURCE, replicate_record(source, out, source_sha256=src_sha, seeds=plan.seeds,
-                                                                   heldout_seed=plan.heldout.seed))
+        check_replicate_code(source, check)
+        if resumed is None and same_heldout(original, check):
+            path.write_text(replicate_plan_text(text, seeds=plan.seeds, heldout_seed=plan.heldout.seed,
+                                                source=str(source), source_sha256=src_sha, fresh_heldout=False))
+            said(f"note: the held-out set of task {check.task.name!r} does not depend on its data seed (the same "
+                 f"{check.heldout.prompts} items with [heldout] seed {check.heldout.seed} as with the original's), so "
+                 f"the replicate evaluates on the original's held-out items: only its training seeds are fresh")
+        if resumed is None:
+            prepare_output_dir(out)
+            record = replicate_record(source, out, source_sha256=src_sha, seeds=plan.seeds,
+                                      heldout_seed=plan.heldout.seed)
+            write_json_atomic(out / REPLICATE_SOURCE, record)
         result = run_study(path, out, executor=executor, workers=workers, ray_address=ray_address, probe=probe,
                            analyze=analyze, say=say, check=False, report_to=report_to)
     if analyze and (out / ANALYSIS_JSON).exists() and (source / ANALYSIS_JSON).exists():
-        (say or (lambda m: print(m, file=sys.stderr)))(compare_replicate(source, out))
+        said(compare_replicate(source, out))
     return result
+
+
+def _resumed_replicate(source: Path, out: Path, src_sha: str, plan: Plan, original: Plan) -> Path | None:
+    """``out/plan.toml`` where ``out`` holds this replicate already (a killed or finished one run again): its
+    ``replicate_of.json`` records the source's plan sha256 and ``plan``'s seeds and held-out seed. The frozen plan is
+    resumed as it is, so the source given another way (an absolute path, from another directory), which changes the
+    header of a plan written anew, is the same replicate. None where ``out`` holds no study (a new replicate).
+
+    Raises
+    ------
+    StudyError
+        ``out`` holds another study (no ``replicate_of.json``), a replicate of another study or on other seeds (the
+        fix: the ``--seed-offset`` it was started with, or a new ``--out``), or a damaged ``replicate_of.json``
+        (:func:`read_replicate_record`); nothing is written.
+    """
+    if not _is_study(out):
+        return None
+    record = read_replicate_record(out)
+    if record is None:
+        raise StudyError(f"--out {_shown(out)} holds a study that is no replicate (no {REPLICATE_SOURCE}); give a new "
+                         "--out for the replicate")
+    seeds, held = record.get("seeds"), record.get("heldout_seed")
+    if (record.get("source_plan_sha256") in (None, src_sha) and seeds == list(plan.seeds)
+            and held == plan.heldout.seed and (out / PLAN_COPY).is_file()):
+        return out / PLAN_COPY
+    if record.get("source_plan_sha256") not in (None, src_sha):
+        raise StudyError(f"--out {_shown(out)} holds a replicate of another study ({record['source_name']}, plan "
+                         f"sha256 {str(record['source_plan_sha256'])[:12]}; {REPLICATE_SOURCE}), not of "
+                         f"{_shown(source)} (plan sha256 {src_sha[:12]}); give a new --out")
+    offset = (f"--seed-offset {seeds[0] - original.seeds[0]}" if isinstance(seeds, list) and seeds
+              and type(seeds[0]) is int else "the --seed-offset it was started with")
+    raise StudyError(f"--out {_shown(out)} holds the replicate of {_shown(source)} on seeds {seeds} (held-out seed "
+                     f"{held}; {REPLICATE_SOURCE}), not this one on seeds {list(plan.seeds)} (held-out seed "
+                     f"{plan.heldout.seed}); resume it with {offset}, or give a new --out for another replicate; "
+                     "nothing was written")
+
+
+def same_heldout(original: Plan, replicate: Plan) -> bool:
+    """Whether ``replicate``'s held-out set (its ``[heldout] seed``) holds the same items as ``original``'s: a task
+    whose held-out items do not depend on the data seed (a data file's whole test split) gives a replicate no fresh
+    held-out set, and the replicate must not claim one. Items compared by question and answer, as a set (the seed
+    may only reorder them).
+
+    Raises
+    ------
+    Exception
+        Whatever loading the task or drawing its held-out set raises (the study's preflight,
+        :func:`~gradprobe.study.preflight.check_plan_inputs`, has drawn it already).
+    """
+    from ..training.loading import load_run_task  # torch: imported only when a replicate runs
+
+    task = load_run_task(replicate.task)
+
+    def items(seed: int) -> set:
+        return {(p.question, str(p.answer)) for p in task.problems("heldout", replicate.heldout.prompts, seed=seed)}
+
+    return items(original.heldout.seed) == items(replicate.heldout.seed)
+
+
+def check_replicate_code(source: str | Path, plan: Plan) -> None:
+    """Refuse a replicate of the study ``source`` that would run other code or data than ``source`` ran: a replicate
+    changes only the seeds and the held-out seed, so a plug-in reward file (or a helper module it imports) or a task
+    data file edited since is another experiment, and comparing it with ``source`` as a replication would mislead.
+
+    Compared with ``source``'s ``study.json`` records (``reward_plugins``, ``task_data``, as
+    :func:`gradprobe.study.freeze.check_reward_plugins` and :func:`gradprobe.study.freeze.check_task_data` write them
+    when the study starts): the same content at another path is the same code or data. A study without a record
+    (built-in rewards, a generated task, a study from before they were recorded) or without a readable
+    ``study.json`` is not checked here.
+
+    Raises
+    ------
+    StudyError
+        In one line naming the file, both sha256s (12 hex digits) and the fix: restore the file as ``source`` ran it,
+        or run the edited plan as a new study (``gradprobe study PLAN --out NEW``), not a replicate; or the record
+        is damaged (``study.json`` and the field named).
+    """
+    from ..rewards.plugin import is_plugin_name, plugin_identity  # torch: imported only when a replicate runs
+    from ..tasks import task_data_identity
+    from ..training.run_folder import (MODULES, TASK_DATA, modules_mismatch, modules_problem, task_data_mismatch,
+                                       task_data_problem)
+    from .freeze import REWARD_PLUGINS
+
+    sj = Path(source) / STUDY_JSON
+    try:
+        study = json.loads(sj.read_text())
+    except (OSError, ValueError):
+        return
+    study = study if isinstance(study, dict) else {}
+    new_study = (f"restore it as the study {shown(str(source))} ran it, or run the edited plan as a new study "
+                 "(`gradprobe study PLAN --out NEW`): a replicate changes only the seeds and the held-out set")
+    plugins = study.get(REWARD_PLUGINS) if isinstance(study.get(REWARD_PLUGINS), dict) else {}
+    for spec in sorted({arm.reward for arm in plan.arms.values() if is_plugin_name(arm.reward)}):
+        then, now = plugins.get(spec), plugin_identity(spec) or {}
+        if not isinstance(then, dict):
+            continue
+        if then.get("sha256") and now.get("sha256") != then["sha256"]:
+            raise StudyError(f"--replicate: reward {spec!r} now runs {shown(str(now.get('file')))} (sha256 "
+                             f"{str(now.get('sha256'))[:12]}), not the code the study {shown(str(source))} ran "
+                             f"({shown(str(then.get('file')))}, sha256 {str(then['sha256'])[:12]}, {shown(str(sj))} "
+                             f"{REWARD_PLUGINS}); {new_study}")
+        if (problem := modules_problem(then)) is not None:
+            raise StudyError(f"--replicate: {sj} field {REWARD_PLUGINS}[{spec!r}].{MODULES} {problem}: the file is "
+                             f"damaged, so whether reward {spec!r} runs the code the study ran cannot be told; "
+                             "restore study.json from a copy of the study")
+        if MODULES in then and now.get("file"):
+            differs = modules_mismatch(spec, Path(now["file"]).parent, then[MODULES], now.get(MODULES) or {},
+                                       started=f"the study {shown(str(source))} ran")
+            if differs is not None:
+                raise StudyError(f"--replicate: {differs[0]}; {differs[1]}, or run the edited plan as a new study "
+                                 "(`gradprobe study PLAN --out NEW`): a replicate changes only the seeds and the "
+                                 "held-out set")
+    recorded = study.get(TASK_DATA)
+    if recorded is None:
+        return
+    if (problem := task_data_problem(recorded)) is not None:
+        raise StudyError(f"--replicate: {sj} field {TASK_DATA} {problem}: the file is damaged, so whether task "
+                         f"{plan.task.name!r} reads the data the study ran on cannot be told; restore study.json "
+                         "from a copy of the study")
+    differs = task_data_mismatch(plan.task.name, recorded, task_data_identity(plan.task.name),
+                                 started=f"the study {shown(str(source))} ran")
+    if differs is not None:
+        raise StudyError(f"--replicate: {differs[0]} ({shown(str(sj))} {TASK_DATA}); {differs[1]}, or run the "
+                         "plan on the new data as a new study (`gradprobe study PLAN --out NEW`): a replicate "
+                         "changes only the seeds and the held-out set")
 
 
 def compare_replicate(original: str | Path, replicate: str | Path, *, axis: str = "generated_tokens") -> str:
