@@ -96,6 +96,7 @@ def _import_module(module: str, spec: str):
         name = _file_module_name(path)
         if name in sys.modules:
             return sys.modules[name]
+        _refuse_cached_neighbour(spec, path)
         if str(path.parent) not in sys.path:  # as `python FILE.py` does: the file's modules beside it import
             sys.path.insert(0, str(path.parent))
         loader = importlib.util.spec_from_file_location(name, path)
@@ -120,6 +121,37 @@ def _import_module(module: str, spec: str):
     except (Exception, SystemExit) as e:
         sys.modules.pop(module, None)  # a module stopped part-way is not kept for a later lookup
         raise UnknownRewardError(f"reward {spec!r}: importing {shown(module)} raised {_raised(e)}") from e
+
+
+def _refuse_cached_neighbour(spec: str, path: Path) -> None:
+    """Refuse the reward file ``path`` when it imports a module of its own folder (``helper.py`` beside it) whose
+    name this process has already imported from another file of the user's (another plug-in folder's
+    ``helper.py``, in a notebook): Python imports a module name once per process, so the reward would run the other
+    file's code (or fail to import a name it lacks) while its record (:func:`plugin_identity`) names the file beside
+    it. Standard-library and installed modules are not the user's: ``import json`` beside a ``json.py`` gets the
+    standard library's, as :func:`_loads_local` says.
+
+    Raises
+    ------
+    UnknownRewardError
+        Naming the reward, the module, both files and the fix (rename one of the two, or a fresh process).
+    """
+    folder = path.parent
+    for top in dict.fromkeys(name.split(".")[0] for name in _imported_names(path, "")):
+        mod = sys.modules.get(top)
+        if mod is None or top in sys.stdlib_module_names or not _module_files(top, folder):
+            continue
+        there = _locations(getattr(mod, "__file__", None), getattr(mod, "__path__", None))
+        here = {os.path.realpath(folder / top), os.path.realpath(folder / f"{top}.py"),
+                os.path.realpath(folder / top / "__init__.py")}
+        if not there or here & there or all(_installed(Path(p)) for p in there):
+            continue
+        mine = _module_files(top, folder)[0]
+        raise UnknownRewardError(f"reward {spec!r}: {shown(str(path))} imports {top!r}, and this process has already "
+                                 f"imported {top!r} from {shown(sorted(there)[0])}, not {shown(str(mine))} beside it "
+                                 "(Python imports a module name once per process, so the reward would run the other "
+                                 "file's code); rename one of the two modules, or load this reward in a fresh "
+                                 "process (a new kernel)")
 
 
 def _file_module_name(path: Path) -> str:

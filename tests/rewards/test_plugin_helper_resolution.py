@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from gradprobe.rewards import plugin
+from gradprobe.rewards.base import UnknownRewardError
 from gradprobe.rewards.plugin import plugin_identity
 
 from plugin_helpers import forget_modules, forget_reward as _forget, plugin_module, sha256_of as _sha
@@ -99,24 +100,26 @@ def test_a_file_named_like_a_stdlib_or_imported_installed_module_is_not_a_helper
         "__init__.py": _sha(fresh / "gphr3pkg/__init__.py"), "json.py": _sha(fresh / "gphr3pkg/json.py")}
 
 
-def test_a_users_module_imported_from_elsewhere_first_does_not_change_the_record(fresh):
-    """The record does not depend on which of the user's own modules the process imported before (a notebook's
-    ``helper`` from another folder): the helper beside the reward is recorded either way, and a stdlib-named file
-    in neither."""
+def test_a_users_module_imported_from_elsewhere_first_is_refused_and_a_fresh_process_records_the_helper(fresh):
+    """A notebook's ``helper`` of the user's imported from another folder before: the reward beside its own
+    ``gphr4_help.py`` would run the other file's code, so loading it is refused (naming both files); in a fresh
+    process the helper beside the reward is recorded, and a stdlib-named file is not."""
     _write(fresh, {"gphr4_rw.py": "import gphr4_help\nimport json\n" + FN, "gphr4_help.py": "H = 1\n",
                    "json.py": "raise SystemExit('a shadowing file ran')\n"})
     before = sys.modules.get("gphr4_help")
     sys.modules["gphr4_help"] = types.ModuleType("gphr4_help")  # the user's, from elsewhere (no file)
     sys.modules["gphr4_help"].__file__ = str(fresh / "other" / "gphr4_help.py")
     try:
-        with_other = plugin_identity(str(fresh / "gphr4_rw.py") + ":fn")["modules"]
+        with pytest.raises(UnknownRewardError, match=r"imports 'gphr4_help', and this process has already imported "
+                                                     r"'gphr4_help' from .*other/gphr4_help\.py, not "):
+            plugin_identity(str(fresh / "gphr4_rw.py") + ":fn")
     finally:
         sys.modules.pop("gphr4_help")
         if before is not None:
             sys.modules["gphr4_help"] = before
     _forget(str(fresh / "gphr4_rw.py") + ":fn", fresh)
     fresh_process = plugin_identity(str(fresh / "gphr4_rw.py") + ":fn")["modules"]
-    assert with_other == fresh_process == {"gphr4_help.py": _sha(fresh / "gphr4_help.py")}
+    assert fresh_process == {"gphr4_help.py": _sha(fresh / "gphr4_help.py")}
 
 
 def test_imports_under_type_checking_are_not_helpers(fresh):

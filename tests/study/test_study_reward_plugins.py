@@ -12,9 +12,19 @@ from gradprobe.study.folder import StudyError
 from gradprobe.study.runner import run_study
 
 from helpers_training import tiny_plan
+from plugin_helpers import forget_modules
 
 V1 = "def fn(prompts, completions, **kwargs):\n    return [float(len(c) % 2) for c in completions]\n"
 V2 = "def fn(prompts, completions, **kwargs):\n    return [float(len(c) % 3) for c in completions]\n"
+
+
+@pytest.fixture(autouse=True)
+def _modules_forgotten(tmp_path, monkeypatch):
+    """sys.path restored and the modules imported from ``tmp_path`` (a reward's ``helper.py``) forgotten after each
+    test, as a new process would not know them: a later test's own ``helper.py`` would get this one's."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    yield
+    forget_modules(tmp_path)
 
 
 def _forget(spec, folder):
