@@ -10,6 +10,26 @@ import pytest
 
 
 @contextlib.contextmanager
+def source_module(tmp_path, monkeypatch, module: str, source: str, reward: str):
+    """The module ``module`` of ``source``, written to and imported from ``tmp_path`` (no bytecode written); on
+    exit it, ``sys.path`` and the reward registered as ``reward`` (registry and rollout-only set) are forgotten."""
+    import importlib
+
+    from gradprobe.rewards import REWARDS
+    from gradprobe.rewards.base import ROLLOUT_ONLY
+
+    (tmp_path / f"{module}.py").write_text(source)
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    try:
+        yield importlib.import_module(module)
+    finally:
+        sys.modules.pop(module, None)
+        REWARDS.pop(reward, None)
+        ROLLOUT_ONLY.discard(reward)
+
+
+@contextlib.contextmanager
 def plugin_module(tmp_path, monkeypatch, module: str, source: str):
     """``MODULE.py`` holding ``source`` in a fresh working directory (``tmp_path``); yields ``get(name)``, the
     reward ``MODULE:name``; on exit the rewards it registered, the plug-in origins and the module are removed."""

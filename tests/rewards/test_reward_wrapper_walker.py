@@ -10,8 +10,6 @@ plug-in's checked native reward's ``native_source``. A ``functools.partial``, a 
 from __future__ import annotations
 
 import functools
-import importlib
-import sys
 
 import pytest
 
@@ -21,6 +19,8 @@ from gradprobe.rewards import REWARDS, register_reward, sequence_reward
 from gradprobe.rewards.base import (ROLLOUT_ONLY, SameObject, _computes, _where, _wrapped, check_distinct_rewards,
                                     registered_elsewhere, reward_origin, same_reward)
 from gradprobe.rewards.plugin import checked_native
+
+from plugin_helpers import source_module
 
 MOD = "zz_walker_rw"
 SOURCE = '''import functools
@@ -65,15 +65,8 @@ NAME = "zz_walker_reward"
 @pytest.fixture
 def m(tmp_path, monkeypatch):
     """The module ``MOD`` of ``SOURCE``, imported from ``tmp_path``; it, sys.path and ``NAME`` forgotten after."""
-    (tmp_path / f"{MOD}.py").write_text(SOURCE)
-    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    try:
-        yield importlib.import_module(MOD)
-    finally:
-        sys.modules.pop(MOD, None)
-        REWARDS.pop(NAME, None)
-        ROLLOUT_ONLY.discard(NAME)
+    with source_module(tmp_path, monkeypatch, MOD, SOURCE, NAME) as module:
+        yield module
 
 
 def _one_reward(first, second, shown) -> str:

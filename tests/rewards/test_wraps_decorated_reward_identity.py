@@ -10,15 +10,15 @@ were two. The line is now the wrapped function's own (``__wrapped__``, followed 
 from __future__ import annotations
 
 import functools
-import importlib
-import sys
 
 import pytest
 
 from gradprobe.probe.run import ProbeConfig, rewards_to_probe
 from gradprobe.rewards import REWARDS, register_reward, sequence_reward
-from gradprobe.rewards.base import (ROLLOUT_ONLY, SameObject, _where, check_distinct_rewards, registered_elsewhere,
+from gradprobe.rewards.base import (SameObject, _where, check_distinct_rewards, registered_elsewhere,
                                     reward_origin, same_reward)
+
+from plugin_helpers import source_module
 
 MOD = "zz_wraps_identity_rw"
 SOURCE = '''import functools
@@ -64,15 +64,8 @@ NAME = "zz_wraps_identity_reward"
 @pytest.fixture
 def m(tmp_path, monkeypatch):
     """The module ``MOD`` of ``SOURCE``, imported from ``tmp_path``; it, sys.path and ``NAME`` forgotten after."""
-    (tmp_path / f"{MOD}.py").write_text(SOURCE)
-    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    try:
-        yield importlib.import_module(MOD)
-    finally:
-        sys.modules.pop(MOD, None)
-        REWARDS.pop(NAME, None)
-        ROLLOUT_ONLY.discard(NAME)
+    with source_module(tmp_path, monkeypatch, MOD, SOURCE, NAME) as module:
+        yield module
 
 
 def test_two_lambdas_wrapped_by_one_decorator_are_two_rewards(m):

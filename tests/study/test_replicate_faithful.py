@@ -68,6 +68,20 @@ class _Ran(Exception):
     """Raised by the stub of ``run_study`` once it has read the replicate's plan."""
 
 
+def _replicated_plan(monkeypatch, src, out) -> str:
+    """The plan text ``--replicate src --out out`` hands to ``run_study`` (stopped there: no run starts)."""
+    seen = []
+
+    def ran(plan_path, *args, **kwargs):
+        seen.append(plan_path.read_text())
+        raise _Ran
+
+    monkeypatch.setattr(replicate, "run_study", ran)
+    with pytest.raises(_Ran):
+        _replicate(src, out)
+    return seen[0]
+
+
 def test_replicate_refuses_an_edited_plug_in_reward_and_runs_it_restored(tmp_path, monkeypatch, capsys):
     src, calls = _source(tmp_path, monkeypatch)
     edited = REWARD.replace("K for", "0.0 for")
@@ -82,13 +96,7 @@ def test_replicate_refuses_an_edited_plug_in_reward_and_runs_it_restored(tmp_pat
     (tmp_path / "rw.py").write_text(REWARD)  # restored: a new process replicates the same arms on fresh seeds
     forget_reward("rw.py:f", tmp_path)
 
-    def ran(plan_path, *args, **kwargs):
-        calls.append(plan_path.read_text())
-        raise _Ran
-
-    monkeypatch.setattr(replicate, "run_study", ran)
-    with pytest.raises(_Ran):
-        _replicate(src, tmp_path / "rep")
+    calls.append(_replicated_plan(monkeypatch, src, tmp_path / "rep"))
     assert 'reward = "rw.py:f"\nlr_scale = 2.0\n' in calls[0] and 'selection = "half"' in calls[0]
     assert "seeds = [2, 3]" in calls[0]
     record = json.loads((tmp_path / "rep" / "replicate_of.json").read_text())
@@ -136,13 +144,7 @@ def test_replicate_says_when_the_held_out_set_is_the_originals(tmp_path, monkeyp
     text = (src / "plan.toml").read_text().replace('name = "chain_sum"', 'name = "jsonl:dset"')
     (src / "plan.toml").write_text(text)
 
-    def ran(plan_path, *args, **kwargs):
-        calls.append(plan_path.read_text())
-        raise _Ran
-
-    monkeypatch.setattr(replicate, "run_study", ran)
-    with pytest.raises(_Ran):
-        _replicate(src, tmp_path / "rep")
+    calls.append(_replicated_plan(monkeypatch, src, tmp_path / "rep"))
     assert "the original's held-out set (the task's held-out items do not depend on the data seed" in calls[0]
     assert "a fresh held-out set" not in calls[0]
     assert "evaluates on the original's held-out items: only its training seeds are fresh" in capsys.readouterr().err
