@@ -325,11 +325,32 @@ def format_rankings(result: dict) -> str:
     return "\n".join(lines)
 
 
+def accuracy_band(values) -> tuple[float, float]:
+    """The band drawn around an arm's mean accuracy at one point of a figure: mean +- 2 standard errors over seeds
+    (``pandas.Series.sem``, ddof = 1, as seaborn's ``errorbar=("se", 2)``), clipped to [0, 100] points
+    (:data:`~gradprobe.study.stats.ACCURACY_RANGE`: seeds near the ceiling drew a band above 100). One seed: NaN,
+    no band (as seaborn's).
+
+    Parameters
+    ----------
+    values : array-like, shape (seeds,)
+        The seeds' accuracies at one point (points).
+    """
+    import pandas as pd
+
+    v = pd.Series(np.asarray(values, dtype=np.float64))
+    mean, half = float(v.mean()), 2.0 * float(v.sem())
+    if half != half:  # one seed: no standard error
+        return (half, half)
+    lo, hi = stats.ACCURACY_RANGE
+    return (max(mean - half, lo), min(mean + half, hi))
+
+
 def plot_figures(df, result: dict, folder: str | Path, grid_points: int = 41) -> list[Path]:
     """Accuracy (points) against every recorded axis per arm: mean over seeds with a band of +-2
-    standard errors over seeds (seaborn), each run interpolated on a common grid from 0 to the
-    arm's smallest final x (a drawing, not a matched value); a dashed line marks the matched point;
-    and :func:`~gradprobe.study.lr_sweep_report.plot_lr_sweep`. Returns the written files."""
+    standard errors over seeds clipped to [0, 100] (seaborn; :func:`accuracy_band`), each run interpolated on a
+    common grid from 0 to the arm's smallest final x (a drawing, not a matched value); a dashed line marks the
+    matched point; and :func:`~gradprobe.study.lr_sweep_report.plot_lr_sweep`. Returns the written files."""
     import pandas as pd
     import seaborn as sns
 
@@ -350,10 +371,12 @@ def plot_figures(df, result: dict, folder: str | Path, grid_points: int = 41) ->
                 rows += [{"arm": arm, "seed": k[1], column: gx, "accuracy (points)": np.interp(gx, x, y)}
                          for gx in np.linspace(float(x[0]), hi, grid_points)]
         fig, ax = subplots(figsize=(7, 4.5))  # off-screen: no backend switch (gradprobe.figures)
-        sns.lineplot(data=pd.DataFrame(rows), x=column, y="accuracy (points)", hue="arm", errorbar=("se", 2), ax=ax)
+        sns.lineplot(data=pd.DataFrame(rows), x=column, y="accuracy (points)", hue="arm", errorbar=accuracy_band,
+                     ax=ax)
         ax.axvline(result["matched"][axis]["budget"], color="0.4", ls="--", lw=1, label=f"matched {axis}")
         ax.set_xlabel(label)
-        ax.set_title(f"held-out greedy accuracy vs {label}\nmean over seeds, band: +-2 standard errors", fontsize=10)
+        ax.set_title(f"held-out greedy accuracy vs {label}\nmean over seeds, band: +-2 standard errors "
+                     "(within 0-100)", fontsize=10)
         ax.legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(folder / name, dpi=110)

@@ -85,3 +85,30 @@ def test_the_lr_sweep_prints_a_clipped_interval_and_says_so(tmp_path):
     _, r = _point(new, "grpo_2xlr")
     r["ci"], r["ci_unclipped"] = [t["ci"][0], 100.0], t["ci"]
     assert f"2x 99.17 [{t['ci'][0]:+.2f}, +100.00] {CLIPPED}" in "\n".join(format_lr_sweep(new))
+
+
+def test_the_figures_band_is_seaborns_inside_the_range_and_clipped_at_its_ends():
+    import numpy as np
+    import pandas as pd
+    import seaborn as sns
+    from seaborn._statistics import EstimateAggregator
+
+    from gradprobe.figures import subplots
+    from gradprobe.study.report import accuracy_band
+
+    def seaborns(v):
+        agg = EstimateAggregator("mean", ("se", 2))(pd.DataFrame({"y": v}), "y")
+        return float(agg["ymin"]), float(agg["ymax"])
+
+    inside = [40.0, 45.0, 50.0, 47.5]
+    assert accuracy_band(inside) == pytest.approx(seaborns(inside), rel=1e-15)
+    assert seaborns([98.0, 99.5, 100.0])[1] > 100 and accuracy_band([98.0, 99.5, 100.0])[1] == 100.0
+    assert seaborns([1.0, 0.0, 0.5])[0] < 0 and accuracy_band([1.0, 0.0, 0.5])[0] == 0.0
+    assert all(x != x for x in accuracy_band([30.0]))  # one seed: no band
+    rows = pd.DataFrame({"x": [0, 0, 0, 1, 1, 1], "y": [98.0, 99.5, 100.0, 99.0, 100.0, 100.0]})
+    tops = []
+    for errorbar in (("se", 2), accuracy_band):
+        fig, ax = subplots()
+        sns.lineplot(data=rows, x="x", y="y", errorbar=errorbar, ax=ax)
+        tops.append(max(float(np.max(p.vertices[:, 1])) for c in ax.collections for p in c.get_paths()))
+    assert tops[0] > 100 and tops[1] == 100.0
