@@ -158,7 +158,7 @@ def refuse_damaged_tier(folder: Path) -> None:
     (:func:`tier_model_damage`), or a finished build (:func:`_finished_build`) without a sound ``warmstart.json``,
     naming the file and the command that rebuilds it (for a folder outside the cache, ``--out FOLDER --force``,
     saying first that it replaces the whole folder; for a copy whose ``model.safetensors`` was replaced by shards or
-    ``pytorch_model.bin``, how to keep its weights instead: :func:`_sharded_copy_hint`); for a cache build that
+    ``pytorch_model.bin``, how to keep its weights instead: :func:`other_weights_hint`); for a cache build that
     shadows a shipped one, also deleting it, when its weights are the shipped ones or are themselves damaged (a
     rebuild with other weights may be what a run started from: deleting it would lose them)."""
     if not ((folder / "warmstart.json").is_file() or (folder / TIER_MARKER).is_file()):
@@ -179,7 +179,7 @@ def refuse_damaged_tier(folder: Path) -> None:
     backup = "" if cached else (f"{'--force' if custom is None else 'force=True'} replaces the whole folder, so first "
                                 f"copy elsewhere what you keep in {folder} (any file of yours in it is lost); ")
     command = custom or f"`gradprobe warmstart {_rebuild_command(folder)}{where} --force`"
-    raise TierDamagedError(f"the tier in {folder} is damaged: {damage}{_sharded_copy_hint(folder, damage)}; {backup}"
+    raise TierDamagedError(f"the tier in {folder} is damaged: {damage}{other_weights_hint(folder, damage)}; {backup}"
                            f"rebuild it with {command}{instead}")
 
 
@@ -205,23 +205,26 @@ def _custom_rebuild(folder: Path, out: Path | None) -> str | None:
             f"build_tier({name!r}, seed={seed}, config=TinyTierConfig({fields}), {where}force=True)`")
 
 
-def _sharded_copy_hint(folder: Path, damage: str) -> str:
+def other_weights_hint(folder: Path, damage: str, *, force_deletes: bool = False) -> str:
     """Why a tier folder whose ``model.safetensors`` is missing but holds the weights in another form (a shard index
     and its shards, or ``pytorch_model.bin``: a copy re-saved) is refused, and the fix that keeps its weights: a tier
-    build is read and identified by its one ``model.safetensors`` (:func:`other_weights_held`); '' for any other
-    damage."""
+    build is read and identified by its one ``model.safetensors`` (:func:`other_weights_held`); with
+    ``force_deletes`` (``gradprobe warmstart``'s refusal, whose fix is ``--force``), also that ``--force`` deletes
+    them; '' for any other damage."""
     held = other_weights_held(folder) if damage == f"{folder / WEIGHTS_FILE} is missing" else []
     if not held:
         return ""
+    force = ("; --force replaces the whole folder and deletes those weights, so copy them elsewhere first"
+             if force_deletes else "")
     if held[0] == SHARD_INDEX:
         return (f" (the folder holds {SHARD_INDEX} and the shards it names instead: a tier build is read and "
                 f"identified by its one {WEIGHTS_FILE}, so restore that file from a backup, or load the shards and "
                 f"save them as one file with save_pretrained, which writes {WEIGHTS_FILE} for a model below its "
-                "max_shard_size)")
+                f"max_shard_size{force})")
     return (f" (the folder holds {' and '.join(held)} instead: a tier build is read and identified by its one "
             f"{WEIGHTS_FILE}, and gradprobe loads safetensors weights only (a pickle file can run code when loaded), "
             f"so restore {WEIGHTS_FILE} from a backup, or, if you trust the file, load the model with transformers "
-            f"and save it with save_pretrained(folder), which writes {WEIGHTS_FILE})")
+            f"and save it with save_pretrained(folder), which writes {WEIGHTS_FILE}{force})")
 
 
 def other_weights_held(folder: Path) -> list[str]:

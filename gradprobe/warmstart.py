@@ -70,7 +70,7 @@ from .config import SamplingConfig
 from .rollout import HFSampler, collect_rollouts
 from .char_tokenizer import char_tokenizer
 from .models import RECORD_FIELDS  # noqa: F401 - re-exported: it moved to gradprobe.models
-from .models import TIER_MARKER, WEIGHTS_FILE, TierDamagedError, load_policy, other_weights_held, tier_damage
+from .models import TIER_MARKER, WEIGHTS_FILE, TierDamagedError, load_policy, other_weights_hint, tier_damage
 from .models import tier_model_config, tier_model_damage, tier_record_damage, tier_vocab_size
 from .tasks import load_task
 
@@ -411,7 +411,7 @@ def _refuse_unfinished(target: Path, *, force: bool, explicit: bool) -> None:
                                                  for p in entries):
         damage = f"{target / 'warmstart.json'} is missing"
         if not (target / WEIGHTS_FILE).exists():
-            damage += _other_weights_note(target, f"{target / WEIGHTS_FILE} is missing")
+            damage += other_weights_hint(target, f"{target / WEIGHTS_FILE} is missing", force_deletes=True)
         if force:
             return
         if explicit:
@@ -615,29 +615,12 @@ def _reusable(target: Path, name: str, config: TinyTierConfig, seed: int, *, exp
         damage = tier_damage(target) or tier_model_damage(target, config, tier_vocab_size())
         if damage is None:
             return True
-        damage += _other_weights_note(target, damage)
+        damage += other_weights_hint(target, damage, force_deletes=True)
     if explicit:
         raise TierDamagedError(f"{damage}: {target} holds a damaged tier build; rebuild it with --force "
                                "(force=True), or choose another folder for --out")
     log.warning("%s; rebuilding the cached tier build in %s", damage, target)
     return False
-
-
-def _other_weights_note(target: Path, damage: str) -> str:
-    """When ``damage`` is a missing ``model.safetensors`` and ``target`` holds the model's weights in another form (a
-    shard index and its shards, or ``pytorch_model.bin``, e.g. a copy of the tier re-saved), a note saying so: a tier
-    build is read and identified by its one ``model.safetensors`` (and only safetensors weights are ever loaded), and
-    ``--force`` replaces the whole folder, which deletes those weights, so how to keep them; else ''."""
-    if damage != f"{target / WEIGHTS_FILE} is missing":
-        return ""
-    held = other_weights_held(target)
-    if not held:
-        return ""
-    return (f" (the folder holds {' and '.join(held)} instead of {WEIGHTS_FILE}: a tier build is read and "
-            f"identified by its one {WEIGHTS_FILE}, and gradprobe loads safetensors weights only; --force replaces the "
-            "whole folder and deletes those weights, so to keep them copy them elsewhere first, or load the model and "
-            f"save it into this folder with save_pretrained(folder), which writes one {WEIGHTS_FILE} for a model "
-            "below its max_shard_size)")
 
 
 def _described(record: dict, config: TinyTierConfig) -> str:

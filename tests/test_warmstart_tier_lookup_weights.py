@@ -109,10 +109,18 @@ def _resaved(folder, how: str) -> list[str]:
     return sorted(set(weight_map.values())) + ["model.safetensors.index.json"]
 
 
-NOTE = ("instead of model.safetensors: a tier build is read and identified by its one model.safetensors, and gradprobe "
-        "loads safetensors weights only; --force replaces the whole folder and deletes those weights, so to keep them "
-        "copy them elsewhere first, or load the model and save it into this folder with save_pretrained(folder), which "
-        "writes one model.safetensors for a model below its max_shard_size)")
+FORCE = "; --force replaces the whole folder and deletes those weights, so copy them elsewhere first)"
+NOTES = {  # what the folder holds instead of model.safetensors -> the note after the damage
+    "model.safetensors.index.json": (
+        " (the folder holds model.safetensors.index.json and the shards it names instead: a tier build is read and "
+        "identified by its one model.safetensors, so restore that file from a backup, or load the shards and save them "
+        "as one file with save_pretrained, which writes model.safetensors for a model below its max_shard_size"
+        + FORCE),
+    "pytorch_model.bin": (
+        " (the folder holds pytorch_model.bin instead: a tier build is read and identified by its one "
+        "model.safetensors, and gradprobe loads safetensors weights only (a pickle file can run code when loaded), so "
+        "restore model.safetensors from a backup, or, if you trust the file, load the model with transformers and save "
+        "it with save_pretrained(folder), which writes model.safetensors" + FORCE)}
 
 
 @pytest.mark.parametrize("how, held", [("shards", "model.safetensors.index.json"), ("bin", "pytorch_model.bin")])
@@ -123,7 +131,7 @@ def test_warmstart_out_on_a_resaved_tier_copy_says_force_deletes_its_weights(how
     rc, err = _run(["--out", str(folder), "--no-progress"], capsys)
     assert rc == 2
     assert err.splitlines()[-1] == (
-        f"gradprobe warmstart: error: {folder / 'model.safetensors'} is missing (the folder holds {held} {NOTE}: "
+        f"gradprobe warmstart: error: {folder / 'model.safetensors'} is missing{NOTES[held]}: "
         f"{folder} holds a damaged tier build; rebuild it with --force (force=True), or choose another folder for "
         "--out")
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before and all(f in before for f in files)
@@ -136,8 +144,8 @@ def test_warmstart_out_on_a_sharded_copy_without_its_record_says_so_too(tmp_path
     rc, err = _run(["--out", str(folder), "--no-progress"], capsys)
     assert rc == 2
     assert err.splitlines()[-1] == (
-        f"gradprobe warmstart: error: {folder / 'warmstart.json'} is missing (the folder holds "
-        f"model.safetensors.index.json {NOTE}: {folder} holds a damaged tier build; rebuild it with --force "
+        f"gradprobe warmstart: error: {folder / 'warmstart.json'} is missing"
+        f"{NOTES['model.safetensors.index.json']}: {folder} holds a damaged tier build; rebuild it with --force "
         "(force=True), delete the folder, or choose another folder for --out")
     (folder / "model.safetensors.index.json").unlink()  # weights missing outright: no note
     rc, err = _run(["--out", str(folder), "--no-progress"], capsys)
