@@ -142,9 +142,7 @@ def _refuse_cached_neighbour(spec: str, path: Path) -> None:
         if mod is None or top in sys.stdlib_module_names or not _module_files(top, folder):
             continue
         there = _locations(getattr(mod, "__file__", None), getattr(mod, "__path__", None))
-        here = {os.path.realpath(folder / top), os.path.realpath(folder / f"{top}.py"),
-                os.path.realpath(folder / top / "__init__.py")}
-        if not there or here & there or all(_installed(Path(p)) for p in there):
+        if not there or _module_places(folder, top) & there or all(_installed(Path(p)) for p in there):
             continue
         mine = _module_files(top, folder)[0]
         raise UnknownRewardError(f"reward {spec!r}: {shown(str(path))} imports {top!r}, and this process has already "
@@ -404,8 +402,7 @@ def _loads_local(top: str, root: Path) -> bool:
     first on ``sys.path``, with ``root`` first when it is not on it (as a ``FILE.py`` reward's folder is put):
     that file or folder. A module of the user's own imported from elsewhere is not consulted (so that the record
     does not depend on what else the process imported); the path finder decides for it."""
-    here = {os.path.realpath(root / top), os.path.realpath(root / f"{top}.py"),
-            os.path.realpath(root / top / "__init__.py")}
+    here = _module_places(root, top)
     mod = sys.modules.get(top)
     if mod is not None and here & _locations(getattr(mod, "__file__", None), getattr(mod, "__path__", None)):
         return True
@@ -420,6 +417,13 @@ def _loads_local(top: str, root: Path) -> bool:
     except (ImportError, OSError, ValueError):  # a broken path entry or hook: the file found on disk is taken
         return True
     return spec is not None and bool(here & _locations(spec.origin, spec.submodule_search_locations))
+
+
+def _module_places(root: Path, top: str) -> set[str]:
+    """The resolved paths the top-level module ``top`` has when it is ``root``'s (``root/top.py``, the package
+    ``root/top/__init__.py`` or the namespace folder ``root/top``), to intersect with :func:`_locations`."""
+    return {os.path.realpath(root / top), os.path.realpath(root / f"{top}.py"),
+            os.path.realpath(root / top / "__init__.py")}
 
 
 def _locations(file, folders) -> set[str]:
