@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..config import MAX_SEED
 from ..study.report import format_rankings
+from ..study.stats import clip_accuracy
 from ..training.budget import named_as_arguments, reach_warned_once
 from ..training.coerce import echo_value
 from ..training.plan import Plan, PlanError, RunConfig, load_plan, run_in_folder, shorten_budget
@@ -44,7 +45,7 @@ def _accuracy_interval(v) -> tuple[float, float]:
     """An arm's accuracy interval ``v`` as (low, high) within [0, 100] points, as the analysis writes it
     (:func:`gradprobe.study.stats.accuracy_interval`): an ``analysis.json`` written before accuracy intervals were
     clipped may hold a t bound past 100 or below 0, which no mean accuracy takes. NaN where there is none."""
-    return tuple(x if x != x else min(max(x, 0.0), 100.0) for x in _interval(v))
+    return tuple(clip_accuracy(x) for x in _interval(v))
 
 
 @dataclass

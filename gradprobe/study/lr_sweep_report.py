@@ -28,8 +28,7 @@ def _clipped_ci(p: dict) -> tuple[list | None, bool]:
     ci = p["ci"]
     if ci is None:
         return None, False
-    lo, hi = stats.ACCURACY_RANGE
-    out = [min(max(ci[0], lo), hi), min(max(ci[1], lo), hi)]
+    out = [stats.clip_accuracy(ci[0]), stats.clip_accuracy(ci[1])]
     return out, bool(p.get("ci_unclipped")) or out != list(ci)
 
 

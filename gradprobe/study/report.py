@@ -340,10 +340,7 @@ def accuracy_band(values) -> tuple[float, float]:
 
     v = pd.Series(np.asarray(values, dtype=np.float64))
     mean, half = float(v.mean()), 2.0 * float(v.sem())
-    if half != half:  # one seed: no standard error
-        return (half, half)
-    lo, hi = stats.ACCURACY_RANGE
-    return (max(mean - half, lo), min(mean + half, hi))
+    return (stats.clip_accuracy(mean - half), stats.clip_accuracy(mean + half))  # one seed: NaN, no band
 
 
 def plot_figures(df, result: dict, folder: str | Path, grid_points: int = 41) -> list[Path]:

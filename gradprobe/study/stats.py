@@ -48,7 +48,7 @@ from statsmodels.stats.multitest import multipletests
 from .bootstrap import BOOTSTRAP_SEED, N_RESAMPLES, two_way_bootstrap, two_way_indices
 from ..forecast.analysis_sigmoid import SIGMOID_B_BOUNDS, SIGMOID_DECADES, fit_sigmoid, scalerl_sigmoid
 
-__all__ = ["ACCURACY_RANGE", "CLIPPED_NOTE", "accuracy_interval", "EXACT_MAX_SEEDS", "MC_PATTERNS",
+__all__ = ["ACCURACY_RANGE", "CLIPPED_NOTE", "accuracy_interval", "clip_accuracy", "EXACT_MAX_SEEDS", "MC_PATTERNS",
            "N_RESAMPLES", "BOOTSTRAP_SEED", "ALTERNATIVES", "NO_SPREAD_RTOL",
            "NO_SPREAD_ATOL", "NO_SPREAD", "no_spread", "paired_t",
            "paired_t_test", "sign_patterns", "sign_flip_test", "min_seeds_for_floor", "holm", "two_way_indices",
@@ -173,9 +173,15 @@ def accuracy_interval(accuracies, *, level: float = 0.95) -> dict:
     out["ci_unclipped"] = None
     ci = out["ci"]
     if ci is not None and (ci[0] < ACCURACY_RANGE[0] or ci[1] > ACCURACY_RANGE[1]):
-        lo, hi = ACCURACY_RANGE
-        out.update(ci=[min(max(ci[0], lo), hi), min(max(ci[1], lo), hi)], ci_unclipped=list(ci))
+        out.update(ci=[clip_accuracy(ci[0]), clip_accuracy(ci[1])], ci_unclipped=list(ci))
     return out
+
+
+def clip_accuracy(value: float) -> float:
+    """``value`` (points) moved into :data:`ACCURACY_RANGE`, [0, 100]: the one clip of every accuracy bound
+    (:func:`accuracy_interval`, the lr-sweep report, the study API, the figures' band); NaN stays NaN."""
+    lo, hi = ACCURACY_RANGE
+    return value if value != value else min(max(value, lo), hi)
 
 
 def paired_t_test(differences, *, min_effect: float = 0.0, alternative: str = "greater") -> dict:
