@@ -416,16 +416,26 @@ def check_reward_plugins(plan: Plan, out: Path, study: dict) -> dict:
     return study
 
 
+def plugin_file_mismatch(spec: str, then: dict, now_id: dict, started: str, sj: Path) -> str | None:
+    """``reward 'SPEC' now runs FILE (sha256 ...), not the code <started> (FILE, sha256 ..., <sj> reward_plugins)``
+    when the plug-in reward ``spec``'s file now (``now_id``: :func:`gradprobe.rewards.plugin.plugin_identity`) has
+    another sha256 than ``study.json``'s record ``then`` (``sj``: that file), else None (the same content at another
+    path is the same code; a record without a sha256 is not compared). The one comparison a study's resume
+    (:func:`check_reward_plugins`) and a replicate (:func:`gradprobe.study.replicate.check_replicate_code`) make."""
+    if not then.get("sha256") or now_id.get("sha256") == then.get("sha256"):
+        return None
+    return (f"reward {spec!r} now runs {shown(str(now_id.get('file')))} (sha256 {str(now_id.get('sha256'))[:12]}), "
+            f"not the code {started} ({shown(str(then.get('file')))}, sha256 {str(then['sha256'])[:12]}, "
+            f"{shown(str(sj))} {REWARD_PLUGINS})")
+
+
 def _check_recorded_plugin(out: Path, spec: str, then: dict, now_id: dict) -> None:
     """Refuse (StudyError, as :func:`check_reward_plugins` says) to train more of reward ``spec`` when its code
     ``now_id`` (:func:`gradprobe.rewards.plugin.plugin_identity`) differs from study.json's record ``then``."""
     sj = out / STUDY_JSON
-    if then.get("sha256") and now_id.get("sha256") != then.get("sha256"):
+    if (differs := plugin_file_mismatch(spec, then, now_id, "the study's runs started with", sj)) is not None:
         raise StudyError(
-            f"{shown(str(out))}: reward {spec!r} now runs {shown(str(now_id.get('file')))} (sha256 "
-            f"{str(now_id.get('sha256'))[:12]}), not the code the study's runs started with "
-            f"({shown(str(then.get('file')))}, sha256 {str(then['sha256'])[:12]}, {shown(str(sj))} {REWARD_PLUGINS}): "
-            "its remaining runs would train another reward than its finished ones; "
+            f"{shown(str(out))}: {differs}: its remaining runs would train another reward than its finished ones; "
             "restore the reward file as it was (or run from the directory the study started in), or run the plan "
             "as a new study under a new --out")
     problem = modules_problem(then)

@@ -411,7 +411,7 @@ def check_replicate_code(source: str | Path, plan: Plan) -> None:
     from ..tasks import task_data_identity
     from ..training.run_folder import (MODULES, TASK_DATA, modules_mismatch, modules_problem, task_data_mismatch,
                                        task_data_problem)
-    from .freeze import REWARD_PLUGINS
+    from .freeze import REWARD_PLUGINS, plugin_file_mismatch
 
     sj = Path(source) / STUDY_JSON
     try:
@@ -426,11 +426,8 @@ def check_replicate_code(source: str | Path, plan: Plan) -> None:
         then, now = plugins.get(spec), plugin_identity(spec) or {}
         if not isinstance(then, dict):
             continue
-        if then.get("sha256") and now.get("sha256") != then["sha256"]:
-            raise StudyError(f"--replicate: reward {spec!r} now runs {shown(str(now.get('file')))} (sha256 "
-                             f"{str(now.get('sha256'))[:12]}), not the code the study {shown(str(source))} ran "
-                             f"({shown(str(then.get('file')))}, sha256 {str(then['sha256'])[:12]}, {shown(str(sj))} "
-                             f"{REWARD_PLUGINS}); {new_study}")
+        if (differs := plugin_file_mismatch(spec, then, now, f"the study {shown(str(source))} ran", sj)) is not None:
+            raise StudyError(f"--replicate: {differs}; {new_study}")
         if (problem := modules_problem(then)) is not None:
             raise StudyError(f"--replicate: {sj} field {REWARD_PLUGINS}[{spec!r}].{MODULES} {problem}: the file is "
                              f"damaged, so whether reward {spec!r} runs the code the study ran cannot be told; "
