@@ -412,9 +412,9 @@ def _rank_interval_text(m: dict) -> str:
     b = next((r["interval_bootstrap"] for r in m["ranking"].values() if "interval_bootstrap" in r), None)
     return "Tau and rho intervals: none recorded." if b is None else (
         f"Tau and rho intervals: {b['level']:.0%} percentile, study-cluster bootstrap ({b['resamples']} resamples of "
-        f"the ranked studies, the same weighted mean on each; seed {b['seed']}; calib.bootstrap.pooled_interval), not a "
-        f"test; none (n/a, the reason as its title) under {b['min_studies']} ranked studies: a percentile bootstrap "
-        "over few clusters undercovers (Cameron &amp; Miller 2015).")
+        f"the ranked studies, the same weighted mean on each; seed {b['seed']}; calib.bootstrap.pooled_interval), "
+        f"not a test; none (n/a, the reason as its title) under {b['min_studies']} ranked studies: a percentile "
+        "bootstrap over few clusters undercovers (Cameron &amp; Miller 2015).")
 
 
 def render_html(m: dict, table: pd.DataFrame, images: dict, study_dirs) -> str:
@@ -429,7 +429,8 @@ def render_html(m: dict, table: pd.DataFrame, images: dict, study_dirs) -> str:
         f"({e(', '.join(map(short, m['compared_forecasters'])))}) cover (the fair comparison):</p>"
         f"{_error_table(m, cv, 'common')}{_difference_table(m, cv)}"
         f"{_floor_html(m, cv) if cv == m['headline_cv'] else ''}" for cv in m["cv_modes"])
-    rcols = [c for c in table.columns if c not in ("study", "arm", "seeds", "realized_se") and not c.startswith("rank_")]
+    rcols = [c for c in table.columns
+             if c not in ("study", "arm", "seeds", "realized_se") and not c.startswith("rank_")]
     trows = "".join("<tr><td>" + e(str(r["study"])) + "</td><td>" + e(str(r["arm"])) + "</td>"
                     + "".join(f"<td class=n>{_fmt(r[c])}</td>" for c in rcols)
                     + f"<td class=n>{int(r['seeds'])}</td></tr>" for _, r in table.iterrows())

@@ -133,7 +133,8 @@ class BatchSettings:
         if self.prompts < 1:
             raise ValueError(f"prompts (--prompts) must be >= 1, got {self.prompts}")
         if self.group < 2:
-            raise ValueError(f"group (--group) must be >= 2 (group-relative advantages need two completions), got {self.group}")
+            raise ValueError(f"group (--group) must be >= 2 (group-relative advantages need two completions), "
+                             f"got {self.group}")
         if not 0 <= self.seed <= MAX_SEED:  # numpy's and torch's generators: any path to a probe (a TRL config too)
             raise ValueError(f"seed (--seed) must be in [0, 2**63 - 1] (it seeds numpy and torch), got "
                              f"{_shown_seed(self.seed)}")

@@ -72,7 +72,8 @@ def _positive_index(config, positive_label) -> int | None:
     if isinstance(positive_label, str):
         ids = {str(k): int(v) for k, v in (getattr(config, "label2id", None) or {}).items()}
         if positive_label not in ids:
-            raise ValueError(f"PRM positive_label {positive_label!r} is not a label of the model; labels: {sorted(ids)}")
+            raise ValueError(f"PRM positive_label {positive_label!r} is not a label of the model; "
+                             f"labels: {sorted(ids)}")
         return ids[positive_label]
     if n == 1 or not 0 <= int(positive_label) < n:
         raise ValueError(f"PRM positive_label must index one of the model's {n} labels (num_labels >= 2), "

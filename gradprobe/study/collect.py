@@ -1,8 +1,8 @@
 """A study's tables gathered from its finished run folders: ``runs.csv`` and ``eval_items.jsonl.gz``.
 
 Both are rebuilt from scratch, atomically (:func:`gradprobe.outputs.write_bytes_atomic`): ``runs.csv``
-after every finished run, so a killed study loses nothing, and both at the end of an invocation; failed and partial runs are left out (``study.json``
-lists them). Names and the ``runs.csv`` schema come from :mod:`gradprobe.layout`.
+after every finished run, so a killed study loses nothing, and both at the end of an invocation; failed and partial
+runs are left out (``study.json`` lists them). Names and the ``runs.csv`` schema come from :mod:`gradprobe.layout`.
 """
 
 from __future__ import annotations
