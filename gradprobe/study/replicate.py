@@ -12,7 +12,7 @@ from pathlib import Path
 import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
-from ..layout import ANALYSIS_JSON, PLAN_COPY, STUDY_JSON
+from ..layout import ANALYSIS_JSON, CONFIG_JSON, PLAN_COPY, STUDY_JSON, run_dir
 from ..outputs import prepare_output_dir, write_json_atomic
 from ..tables import shown
 from ..training.plan import Plan, load_plan
@@ -21,8 +21,9 @@ from .orchestrator import run_study
 from .preflight import check_plan_inputs
 from .result import StudyResult
 
-__all__ = ["REPLICATE_SOURCE", "check_replicate_code", "same_heldout", "replicate_plan_text", "replicate_record",
-           "read_replicate_record", "replicate_source", "study_plan_sha", "replicate_study", "compare_replicate"]
+__all__ = ["REPLICATE_SOURCE", "check_replicate_code", "check_replicate_model", "same_heldout", "replicate_plan_text",
+           "replicate_record", "read_replicate_record", "replicate_source", "study_plan_sha", "replicate_study",
+           "compare_replicate"]
 
 REPLICATE_SOURCE = "replicate_of.json"
 
@@ -314,6 +315,7 @@ def replicate_study(source: str | Path, out: str | Path, *, plan: Plan, executor
                              f"{list(plan.seeds)} and {plan.heldout.seed}")
         check_plan_inputs(check, executor=executor)  # before anything is written into out
         check_replicate_code(source, check)
+        check_replicate_model(source, original, say=said)
         if resumed is None and same_heldout(original, check):
             path.write_text(replicate_plan_text(text, seeds=plan.seeds, heldout_seed=plan.heldout.seed,
                                                 source=str(source), source_sha256=src_sha, fresh_heldout=False))
@@ -452,6 +454,77 @@ def check_replicate_code(source: str | Path, plan: Plan) -> None:
         raise StudyError(f"--replicate: {differs[0]} ({shown(str(sj))} {TASK_DATA}); {differs[1]}, or run the "
                          "plan on the new data as a new study (`gradprobe study PLAN --out NEW`): a replicate "
                          "changes only the seeds and the held-out set")
+
+
+def check_replicate_model(source: str | Path, original: Plan, *, say=None) -> None:
+    """Refuse a replicate of the study ``source`` whose ``[model] name`` now loads another model than the source's
+    runs started from: a replicate changes only the seeds and the held-out set, so a local model folder or ``.gguf``
+    file whose weights (or ``config.json``, tokenizer files) changed since, or a tier rebuilt in the cache, would train
+    another model, and comparing it with ``source`` as a replication would mislead.
+
+    Compared with what each run of ``source`` recorded when it started (its ``config.json``'s ``model_weights``,
+    :func:`gradprobe.training.run_folder.model_weights_identity`: the sha256 of the weight files, or a sampled sha256
+    past :data:`~gradprobe.training.run_folder.HASH_LIMIT_BYTES`, and the sha256 of the files beside them), by the
+    rules of a run's resume (:func:`~gradprobe.training.run_folder.model_record_problem`,
+    :func:`~gradprobe.training.run_folder.model_weights_comparable`,
+    :func:`~gradprobe.training.run_folder.model_weights_mismatch`): the records are read, not the source's model
+    hashed again; the model now is hashed once. A hub id or a generated model (``tiny-qwen2``) then and now is not
+    compared; the same weights at another path are the same model. Where no run of ``source`` recorded the model
+    (a study from before gradprobe recorded it, or one copied without its ``runs/``) while the model now is read from
+    local files, one note says (``say``, else stderr) that the model could not be compared; the replicate goes on.
+
+    Parameters
+    ----------
+    source : path
+        The study replicated.
+    original : Plan
+        Its frozen plan (its ``[model] name``, the replicate's too, and the arms whose runs are read).
+    say : callable(str), optional
+        Where the note goes (default: stderr).
+
+    Raises
+    ------
+    StudyError
+        In one line: the model spec, what it loads now and what the source's run recorded (paths and digests, 12 hex
+        digits; or each file beside the weights and both sha256s), the run and its ``config.json``, and the fix:
+        restore the model the study ran, or run the plan on this model as a new study (``gradprobe study PLAN --out
+        NEW``), not a replicate; or a run's record is damaged (the file and field named, with the fix).
+    """
+    from ..training.run_folder import (LOCAL_SOURCES, MODEL_WEIGHTS, model_record_problem, model_weights_comparable,
+                                       model_weights_identity, model_weights_mismatch)  # torch: only a replicate
+
+    spec, source = str(original.model.name), Path(source)
+    current = model_weights_identity(spec)
+    hashed, compared = current is not None and current.get("digest") is not None, False
+    new_study = ("or run the plan on this model as a new study (`gradprobe study PLAN --out NEW`): a replicate "
+                 "changes only the seeds and the held-out set; nothing was written")
+    for arm, seed in original.runs():
+        cfg = run_dir(source, arm, seed) / CONFIG_JSON
+        try:
+            config = json.loads(cfg.read_text())
+            then = config[MODEL_WEIGHTS]
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+            continue  # no run folder (copied without runs/), or a run from before the record
+        problem = model_record_problem(spec, then, current)
+        if problem is not None and (hashed or isinstance(then, dict) and then.get("source") in LOCAL_SOURCES):
+            raise StudyError(f"--replicate: {shown(str(cfg))} is damaged (field {MODEL_WEIGHTS} {problem}): whether "
+                             f"model {spec!r} loads the model the study {shown(str(source))} ran cannot be told; "
+                             f"restore the file from a copy of the study, {new_study}")
+        if problem is not None or not model_weights_comparable(then, current):
+            continue
+        compared = True
+        differs = model_weights_mismatch(spec, then, current)
+        if differs is not None:
+            fix = differs[2].removeprefix("to resume it, ")
+            raise StudyError(f"--replicate: {differs[1]} ({shown(str(cfg))} {MODEL_WEIGHTS}, the record of the "
+                             f"study's run {arm} seed {seed}): the replicate would train another model than the study "
+                             f"{shown(str(source))} ran; to replicate it, {fix}, {new_study}")
+    if hashed and not compared:
+        (say or (lambda m: print(m, file=sys.stderr, flush=True)))(
+            f"note: no run of the study {shown(str(source))} records the model it started from ({CONFIG_JSON} "
+            f"{MODEL_WEIGHTS} in its runs/: a study from before gradprobe recorded it, or one copied without its "
+            f"runs), so whether model {spec!r} ({current['path']}, digest {current['digest'][:12]}) is the model the "
+            "study ran could not be compared; replicating")
 
 
 def compare_replicate(original: str | Path, replicate: str | Path, *, axis: str = "generated_tokens") -> str:
