@@ -27,6 +27,7 @@ from ..layout import PROBE_JSON, rerun_advice
 from ..outputs import api_out, naming_out, read_probe_json
 from ..probe_settings import DEFAULT_TASK, MAX_SEED, ProbeConfig, check_forecaster
 from ..training.coerce import echo_value
+from . import home_path
 from .probe_result import ProbeFileError, ProbeResult, load_probe
 
 __all__ = ["ProbeResult", "probe", "load_probe", "ProbeFileError"]
@@ -107,6 +108,8 @@ def _reference_curve(value) -> tuple[object, str | None]:
     if not str(spec).strip():
         raise ValueError(f"reference_curve is empty ({spec!r}): give a path or 'default' (the shipped tiny-tier "
                          "curve), or leave it None for the model's shipped curve (if any)")
+    if str(spec).startswith("~"):  # the home folder, as on the command line; recorded as read: expanded
+        spec = str(home_path(Path(spec), "reference_curve"))
     return load_reference_curve(spec), str(spec)
 
 
@@ -171,7 +174,7 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
     out : path, optional
         Output folder (``probe.json``, ``report.html``, ``alignment.safetensors``, ``tokens.jsonl``;
         checked writable before any compute). Default: a temporary folder that lives as long as the
-        result (:meth:`ProbeResult.write` copies it).
+        result (:meth:`ProbeResult.write` copies it). A leading ``~`` is a home folder (unknown ``~user``: ValueError).
     probe_batches : int
         N probe batches on disjoint prompts sharing one reference direction (``--probe-batches``).
     checkpoints : str, path or sequence, optional
@@ -216,7 +219,7 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
     gradprobe.forecast.curves.CurveError
         ``reference_curve`` names nothing readable (before any compute; a ValueError).
     """
-    out = None if out is None else api_out(out)  # an empty out would be the current folder
+    out = None if out is None else home_path(api_out(out), "out")  # '' refused (the current folder); ~ expanded
     check_forecaster(forecaster)
     config, extra = _config_and_rewards(model, task, rewards, settings)  # refuses bad settings before compute
     curve, curve_spec = _reference_curve(reference_curve)

@@ -27,6 +27,7 @@ from ..outputs import (PER_UPDATE_FIELDS, OutputDirError, api_out, is_json_numbe
                        naming_out, per_update_problem, prepare_output_dir, read_probe_json, refuse_file_in_the_way,
                        shell_word)
 from ..tables import holds_surrogate, shown, surrogates_escaped
+from . import home_path
 
 __all__ = ["ProbeResult", "load_probe", "ProbeFileError"]
 
@@ -535,7 +536,8 @@ class ProbeResult:
         ``batch_K/`` folders) are moved aside into ``dir/.earlier-probe`` while the copy is made, deleted once it is
         complete, and put back if it fails (a folder this call created is then removed again). Each file is copied to
         a temporary name then renamed, ``probe.json`` last, so an interrupted copy leaves no half-written file under a
-        final name. Writing a probe into its own folder writes nothing. Returns ``dir`` as a Path.
+        final name. Writing a probe into its own folder writes nothing. Returns ``dir`` as a Path, a leading ``~`` or
+        ``~user`` expanded to that home folder as a shell expands it (:func:`gradprobe.api.home_path`).
 
         Raises
         ------
@@ -549,7 +551,8 @@ class ProbeResult:
             ``batch_K/`` folders also hold other files (named, with the fix); or the earlier probe's files cannot
             be moved aside. Nothing is written or moved then.
         ValueError, TypeError
-            ``dir`` is empty (``''``: it would be the current folder) or not a path.
+            ``dir`` is empty (``''``: it would be the current folder) or not a path, or starts with ``~user`` for a
+            user not known here.
         ProbeFileError
             This result has no folder to copy from, or a folder of it holds only one of ``alignment.safetensors``
             and ``tokens.jsonl`` (one was deleted: the copy would be incomplete); nothing is written then.
@@ -570,7 +573,7 @@ class ProbeResult:
         # torch-bound: deferred (module docstring)
         from ..probe.output import _other_output, claim_probe_file, replacing_earlier_probe
 
-        out = api_out(dir, "dir")
+        out = home_path(api_out(dir, "dir"), "dir")  # a leading ~ is the home folder, as on the command line
         refuse_file_in_the_way(out)  # a file, a broken link or a symlink loop (which Path.resolve raises on) in the way
         other = _other_output(out, "dir")
         if other is not None:
@@ -796,7 +799,8 @@ def load_probe(dir: str | Path) -> ProbeResult:
     ----------
     dir : path
         The folder, or its ``probe.json``. A path that does not exist and has no suffix is taken
-        as a folder.
+        as a folder. A leading ``~`` or ``~user`` is that home folder, as in a shell
+        (:func:`gradprobe.api.home_path`).
 
     Returns
     -------
@@ -809,8 +813,7 @@ def load_probe(dir: str | Path) -> ProbeResult:
     ------
     ProbeFileError (a FileNotFoundError)
         No ``probe.json`` there: the message names the path that is missing (``dir`` itself when it
-        does not exist, else ``dir/probe.json``; a missing ``dir`` starting with ``~``, which is not expanded, with
-        the fix ``os.path.expanduser``), and the earlier probe a killed one left in
+        does not exist, else ``dir/probe.json``), and the earlier probe a killed one left in
         ``dir/.earlier-probe/`` when there is one, and for a study's probe or guided arm's probe
         (:func:`gradprobe.layout.probe_study`, ``arms.json`` or not) the study's fix
         (:func:`gradprobe.layout.study_probe_advice`) rather than ``gradprobe probe --out``; or ``dir`` holds part
@@ -834,8 +837,10 @@ def load_probe(dir: str | Path) -> ProbeResult:
         :func:`gradprobe.layout.restore_advice`), a study's probe's (or guided arm's) the study's.
     TypeError
         ``dir`` is not a path (str or os.PathLike).
+    ValueError
+        ``dir`` starts with ``~user`` for a user not known here (:func:`gradprobe.api.home_path`).
     """
-    file = _probe_file(api_out(dir, "dir"))
+    file = _probe_file(home_path(api_out(dir, "dir"), "dir"))  # a leading ~ is the home folder
     raw = read_probe_json(file, rerun_advice(file.parent))  # a UTF-8 byte-order mark is read; one-line refusals
     check_costs(raw, file)
     check_fields(raw, file)
@@ -870,8 +875,6 @@ def _probe_file(path: Path) -> Path:
                                  "(with the same settings), which replaces what it left")
         study = file.parent / "probe" / PROBE_JSON  # a study folder: its probe of the arms is in probe/
         hint = f" (a study folder: its probe is {study.parent})" if study.is_file() else ""
-        if str(path).startswith("~") and not path.exists():  # Python does not expand ~ or ~user, as a shell does
-            hint += f" (a leading ~ is not your home folder here: pass os.path.expanduser({str(path)!r}))"
         raise ProbeFileError(f"{missing} not found; pass a `gradprobe probe --out` folder (it holds probe.json)"
                              + hint)
     if os.path.lexists(file.parent / UNFINISHED_PROBE):  # the record goes once a probe is complete

@@ -16,6 +16,7 @@ from pathlib import Path
 from ..difficulty.rank import RankSettings, rank_prompts as rank
 from ..outputs import api_out, naming_out
 from ..training.run_folder import model_weights_identity
+from . import home_path
 
 
 __all__ = ["rank_prompts"]
@@ -40,7 +41,8 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
     pool : int
         N, pool prompts (>= 1).
     out : path, optional
-        Also write ``ranking.csv`` and ``rank.json`` there (default: nothing is written).
+        Also write ``ranking.csv`` and ``rank.json`` there (default: nothing is written). A leading ``~`` or
+        ``~user`` is that home folder, as in a shell (:func:`gradprobe.api.home_path`).
     **options
         The fields of :class:`gradprobe.difficulty.rank.RankSettings` (the command's flags by their
         Python names), with their defaults: ``probe_samples`` (k, 4), ``fit_prompts`` (64),
@@ -68,7 +70,7 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
         An unknown option (the valid names are listed), a bad value (the option and its flag are
         named), ``progress`` and ``no_progress`` both given, an unknown task, an empty pool, duplicate
         prompt ids; ``out`` an empty or blank string (it would mean the current folder, as ``--out ''``:
-        :func:`gradprobe.outputs.api_out`).
+        :func:`gradprobe.outputs.api_out`), or one starting with ``~user`` for a user not known here.
     TypeError
         ``out`` is neither None, a str nor an ``os.PathLike``.
     OSError
@@ -79,7 +81,7 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
         Unknown model.
     """
     settings = RankSettings.from_options(_progress_option(options))  # refuses bad options before any compute
-    out = None if out is None else api_out(out)  # an empty out would be the current folder, as --out '' is refused
+    out = None if out is None else home_path(api_out(out), "out")  # '' (the current folder) refused; ~ expanded
     with naming_out("out"):  # its output fixes say "choose another out", the argument (a block, not a decorator:
         # the deprecation warning above points at the caller's line, stacklevel=3)
         return rank(model, task, pool, out=out, settings=settings, model_identity=model_weights_identity)

@@ -29,6 +29,7 @@ from ..training.budget import named_as_arguments, reach_warned_once
 from ..training.coerce import echo_value
 from ..training.plan import Plan, PlanError, RunConfig, load_plan, run_in_folder, shorten_budget
 from ..training.run_folder import refuse_other_output
+from . import home_path
 from .probe import PROBE_JSON, load_probe
 from ..outputs import api_out, naming_out, removed_if_left_empty, shell_word
 
@@ -154,7 +155,8 @@ class StudyResult:
 
 
 def load_study(dir: str | Path) -> StudyResult:
-    """Read a study folder (``gradprobe study PLAN --out DIR``, or a shipped one under ``data/``).
+    """Read a study folder (``gradprobe study PLAN --out DIR``, or a shipped one under ``data/``); a leading ``~`` or
+    ``~user`` in ``dir`` is that home folder, as in a shell (:func:`gradprobe.api.home_path`).
 
     A frozen plan whose token budget is out of reach of its updates (frozen before such plans were refused) is read as
     it was run, with one :class:`~gradprobe.training.budget.OutOfReachWarning` at the caller's line, however often the
@@ -179,14 +181,14 @@ def load_study(dir: str | Path) -> StudyResult:
         record: the message names the file and how to re-create the study's probe (delete that ``probe.json`` and
         resume the study with ``gradprobe study DIR/plan.toml --out DIR``; finished runs are kept; for a study
         without ``runs/``, restore it from a copy: :func:`gradprobe.layout.restore_advice`), or ``dir`` is empty
-        (``''``).
+        (``''``) or starts with ``~user`` for a user not known here.
     TypeError
         ``dir`` is not a path.
     """
     from ..study.folder import check_frozen_plan
     from ..study.reading import AnalysisError, load_runs
 
-    folder = api_out(dir, "dir")
+    folder = home_path(api_out(dir, "dir"), "dir")  # a leading ~ is the home folder, as on the command line
     if folder.is_file():  # a file of the study (study.json, runs.csv) given for its folder
         up = folder.parent
         parent = f" (its folder, {str(up)!r}, is one)" if (up / "plan.toml").is_file() else ""
@@ -259,7 +261,7 @@ def _study_probe(folder: Path):
 def _plan_path(plan) -> Path:
     """The file of a plan given as a path or a :class:`~gradprobe.training.plan.Plan` (unchanged since loaded)."""
     if isinstance(plan, (str, Path)):
-        return Path(plan)
+        return home_path(Path(plan), "plan")  # a leading ~ is the home folder, as on the command line
     path, sha = getattr(plan, "path", None), getattr(plan, "sha256", None)
     if path is None or sha is None:
         raise TypeError(f"plan must be a path or a gradprobe.load_plan(...) result, got {type(plan).__name__}")
@@ -284,12 +286,14 @@ class Study:
     plan : path or Plan
         The plan TOML, or :func:`gradprobe.load_plan`'s result (its file is frozen into ``out``).
     out : path
-        The study folder; an interrupted study resumes there (finished runs are never redone).
+        The study folder; an interrupted study resumes there (finished runs are never redone). A leading ``~`` or
+        ``~user`` (in ``plan`` too) is that home folder, as in a shell (:func:`gradprobe.api.home_path`).
 
     Raises
     ------
     ValueError
-        ``out`` is empty (``''``: it would be the current folder), refused as ``gradprobe study --out ''`` is.
+        ``out`` is empty (``''``: it would be the current folder), refused as ``gradprobe study --out ''`` is; ``out``
+        or ``plan`` starts with ``~user`` for a user not known here.
     TypeError
         ``out`` is not a path, or ``plan`` is neither a path nor a :func:`gradprobe.load_plan` result.
     PlanError
@@ -297,7 +301,7 @@ class Study:
     """
 
     def __init__(self, plan, out: str | Path):
-        self.out = api_out(out)  # an empty out would be the current folder: refused as `--out ''` is
+        self.out = home_path(api_out(out), "out")  # '' (the current folder) refused as `--out ''` is; ~ expanded
         self.plan_path = _plan_path(plan)
 
     def __repr__(self) -> str:
@@ -511,7 +515,8 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
     run : RunConfig, Plan or path
         A resolved run (``plan.arm(name, seed)``), or a plan (object or TOML path) with ``arm``.
     out : path
-        The run folder.
+        The run folder. A leading ``~`` or ``~user`` (in a plan's path too) is that home folder, as in a shell
+        (:func:`gradprobe.api.home_path`).
     arm : str, optional
         The plan's arm (required when ``run`` is a plan).
     seed : int
@@ -536,8 +541,9 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
         Bad plan, unknown arm, or a plan given without ``arm``; a budget argument that is not > 0, above the
         plan's budget or in conflict with another (naming it: ``updates= must be a whole number > 0 ...``).
     ValueError
-        ``out`` is empty (``''``: it would be the current folder), ``seed`` (or the RunConfig's) is not an integer
-        in [0, 2**63 - 1], or ``arm`` is given with a RunConfig; before anything is loaded or written.
+        ``out`` is empty (``''``: it would be the current folder) or starts with an unknown ``~user``, ``seed`` (or
+        the RunConfig's) is not an integer in [0, 2**63 - 1], or ``arm`` is given with a RunConfig; before anything
+        is loaded or written.
     TypeError
         ``out`` is not a path, or ``run`` is neither a RunConfig, a Plan nor a path (before anything is loaded); an
         unknown keyword (``updatez=1``: named with the closest accepted one, ``updates``, and the list of them; with
@@ -558,7 +564,7 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
     from ..study.folder import hold_run_folder
     from ..training.run import run_training
 
-    out = api_out(out)  # an empty out would be the current folder: refused as `--out ''` is
+    out = home_path(api_out(out), "out")  # '' (the current folder) refused as `--out ''` is; ~ expanded
     if not isinstance(run, (RunConfig, Plan, str, os.PathLike)):
         raise TypeError(f"run must be a RunConfig (plan.arm(name, seed)), a Plan (gradprobe.load_plan(PATH)) or the "
                         f"path of a plan TOML file, got {run!r} ({type(run).__name__})")

@@ -6,6 +6,7 @@ and input path checks and the parser class of a command (:class:`CommandParser`)
 from __future__ import annotations
 
 import argparse
+import os
 
 from ..config import MAX_SEED
 from ..tiers import ALIASES, TIER_ALIASES, TINY_ARCHITECTURES
@@ -14,7 +15,7 @@ from ..tracking import REPORT_TO
 
 __all__ = ["HelpFormatter", "add_report_to", "integer", "nonneg_int", "positive_int", "seed_int", "token_count",
            "TOKEN_COUNT_FORMS", "out_path",
-           "in_path", "CALIBRATION_PATH", "CommandParser", "flag_named", "MODEL_HELP"]
+           "in_path", "home", "CALIBRATION_PATH", "CommandParser", "flag_named", "MODEL_HELP"]
 
 CALIBRATION_PATH = "the calibration file `calib fit ROWS.csv --out FILE.json` wrote, or 'default' (the shipped one)"
 """What ``--calibration`` (``gradprobe probe``, ``calib apply``) takes, as its empty-value error says."""
@@ -115,7 +116,9 @@ def token_count(text: str) -> int:
 
 
 def out_path(text: str) -> str:
-    """An argparse ``type`` for ``--out``: ``text`` unchanged unless it is empty or only spaces.
+    """An argparse ``type`` for ``--out``: ``text`` with a leading ``~`` or ``~user`` expanded to that home folder
+    (:func:`os.path.expanduser`: a shell leaves the ``~`` of ``--out=~/x`` as it is, and the Python API expands it,
+    :func:`gradprobe.api.home_path`), refused when it is empty or only spaces.
 
     An empty ``--out`` (often an unset shell variable, ``--out "$OUT"``) would mean the current folder to
     ``pathlib`` and ``/`` to a path joined as ``f"{out}/file"``: output would land where nobody asked.
@@ -128,12 +131,13 @@ def out_path(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError(f"is empty ({text!r}): give a path (an unset shell variable, --out "
                                          "\"$OUT\", gives an empty one; --out . is the current folder)")
-    return text
+    return os.path.expanduser(text)
 
 
 def in_path(what: str):
     """An argparse ``type`` for an input file or folder option (``--calibration``, ``--trl-config``, a rows CSV):
-    ``text`` unchanged unless it is empty or only spaces.
+    ``text`` with a leading ``~`` or ``~user`` expanded to that home folder (:func:`home`), refused when it is empty
+    or only spaces.
 
     An empty value (often an unset shell variable, ``--calibration "$CAL"``) would read as the current folder
     (``pathlib``: ``Path("") == Path(".")``) and be refused as a folder, or be taken for "not given".
@@ -152,10 +156,17 @@ def in_path(what: str):
         if not text.strip():
             raise argparse.ArgumentTypeError(f"is empty ({text!r}): give {what} (an unset shell variable gives an "
                                              "empty value)")
-        return text
+        return home(text)
 
     check.__name__ = "path"  # argparse names a type by it ("invalid path value") when it raises another error
     return check
+
+
+def home(text: str) -> str:
+    """An argparse ``type`` for a path option: ``text`` with a leading ``~`` or ``~user`` expanded to that home folder
+    (:func:`os.path.expanduser`; unchanged for a user not known here), as the shell does for ``--opt ~/x`` but not for
+    ``--opt=~/x``, and as the Python API does (:func:`gradprobe.api.home_path`). Raises nothing."""
+    return os.path.expanduser(text)
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

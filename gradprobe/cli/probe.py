@@ -30,8 +30,8 @@ from ..layout import CALIBRATED_JSON, PROBE_JSON
 from ..probe_settings import (DEFAULT_MC, FORECASTERS, BatchSettings, BudgetSettings, ModelSettings, ProbeConfig,
                               ReferenceSettings, RunSettings, TaskSettings, UpdateSettings)
 from ..tables import shown
-from .args import (HelpFormatter, CALIBRATION_PATH, MODEL_HELP, flag_named, in_path, integer, out_path, seed_int,
-                   token_count)
+from .args import (HelpFormatter, CALIBRATION_PATH, MODEL_HELP, flag_named, home, in_path, integer, out_path,
+                   seed_int, token_count)
 
 __all__ = ["probe_main", "interrupt_message", "Terminated", "terminate_cleanly"]
 
@@ -184,7 +184,7 @@ def _add_run_options(p) -> None:
 
 def _add_forecast_options(p) -> None:
     """The forecast: the reference curve and how it is read, the forecaster, a calibration, a TRL config."""
-    p.add_argument("--reference-curve", default=None, metavar="PATH|default", help=_CURVE_HELP)
+    p.add_argument("--reference-curve", default=None, metavar="PATH|default", type=home, help=_CURVE_HELP)
     p.add_argument("--reference-curve-metric", default=None, metavar="KEY", help=_CURVE_METRIC_HELP)
     p.add_argument("--reference-curve-scale", choices=("auto", "fraction", "points"), default=None,
                    help=_CURVE_SCALE_HELP)

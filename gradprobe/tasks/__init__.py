@@ -75,9 +75,9 @@ def load_task(spec: str, **config) -> Task:
     ----------
     spec : str
         ``"gsm8k"`` (hub), ``"gsm8k:PATH"`` (local JSONL file or folder), your own data
-        ``"jsonl:PATH[:key=value,...]"`` or ``"hf:NAME[:CONFIG][:key=value,...]"``
-        (:mod:`gradprobe.tasks.dataset`: column mapping, TRL prompt formats, verifier), or
-        any reasoning-gym dataset name (``"chain_sum"``, ``"basic_arithmetic"``,
+        ``"jsonl:PATH[:key=value,...]"`` or ``"hf:NAME[:CONFIG][:key=value,...]"`` (:mod:`gradprobe.tasks.dataset`:
+        column mapping, TRL prompt formats, verifier); a leading ``~`` of a PATH or local folder NAME is the home
+        folder, as in a shell. Or any reasoning-gym dataset name (``"chain_sum"``, ``"basic_arithmetic"``,
         ``"gsm_symbolic"``, ...), optionally with its config inline:
         ``"chain_sum:min_terms=2,max_terms=3,max_digits=1"``.
     **config
@@ -190,7 +190,7 @@ def task_data_files(spec: str) -> dict[str, Path]:
         return {}
     if not path:
         return {}
-    source = Path(path).resolve()  # as load_task reads it (no ~ expansion)
+    source = Path(os.path.expanduser(path)).resolve()  # as load_task reads it (a leading ~: the home folder)
     if not source.is_dir():
         return {spec: source}
     return {f"{spec} [{name}]": source / name for name in _FOLDER_FILES if (source / name).is_file()}
@@ -206,7 +206,7 @@ def _local_hf_files(spec: str) -> dict[str, Path]:
     ``.``. Labels are ``"SPEC [PATH relative to FOLDER]"``. Never raises."""
     try:
         source, hub_config = parse_dataset_spec(spec)[1:3]
-        folder = Path(source).resolve()
+        folder = Path(os.path.expanduser(source)).resolve()  # as DatasetTask reads it (a leading ~: the home folder)
         if not folder.is_dir():
             return {}
         files = _datasets_files(folder, hub_config)

@@ -93,6 +93,7 @@ known (NUL bytes a crash left, CR-only line endings, a CSV or parquet file, whic
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from pathlib import Path
 
@@ -223,7 +224,8 @@ class DatasetTask(Task):
     ----------
     source : str or Path
         ``kind="jsonl"``: a JSONL file or a folder with ``train.jsonl`` / ``test.jsonl``;
-        ``kind="hf"``: a dataset name for ``datasets.load_dataset`` (or a local folder it reads).
+        ``kind="hf"``: a dataset name for ``datasets.load_dataset`` (or a local folder it reads). A leading ``~``
+        or ``~user`` is that home folder, as in a shell.
     kind : {"jsonl", "hf"}
     hub_config : str, optional
         The hub dataset's configuration name (``hf:NAME:CONFIG``).
@@ -270,7 +272,8 @@ class DatasetTask(Task):
         if train_size is not None and int(train_size) < 1:
             raise TaskConfigError(f"train_size must be >= 1, got {train_size!r}")
         self.kind, self.hub_config = kind, hub_config
-        self.source = Path(source) if kind == "jsonl" else str(source)
+        local = os.path.expanduser(source)  # a leading ~ is the home folder, as in a shell (a hub name holds no ~)
+        self.source = Path(local) if kind == "jsonl" else str(local)
         self.name = f"{kind}:{source}" + (f":{hub_config}" if hub_config else "")
         self.mapping = {"prompt": prompt, "question": question, "answer": answer, "solution": solution}
         self.verifier = verifier

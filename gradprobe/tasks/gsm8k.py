@@ -40,6 +40,7 @@ Ids are ``"gsm8k/<file stem>/<0-based line index>"``, e.g. ``"gsm8k/test/12"``.
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
@@ -95,7 +96,7 @@ class GSM8KTask(Task):
     ----------
     path : str or Path, optional
         JSONL file or folder with ``train.jsonl`` / ``test.jsonl``; None loads
-        the hub copy.
+        the hub copy. A leading ``~`` or ``~user`` is that home folder, as in a shell.
     skip_malformed : bool, default False
         Skip (count and warn about) malformed rows (a blank question, an answer
         with none after ``####`` or one without a number, text that is not
@@ -119,7 +120,7 @@ class GSM8KTask(Task):
     def __init__(self, path: str | Path | None = None, *, skip_malformed: bool = False,
                  heldout_fraction: float = 0.2):
         self.name = "gsm8k" if path is None else f"gsm8k:{path}"
-        self.path = None if path is None else Path(path)
+        self.path = None if path is None else Path(os.path.expanduser(path))  # ~: the home folder, as in a shell
         self.skip_malformed = skip_malformed
         self.heldout_fraction = heldout_fraction
         self.skipped = 0

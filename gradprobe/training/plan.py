@@ -239,7 +239,8 @@ def load_plan(path: str | Path, *, check_schedule: bool = True, check_reach: boo
     Parameters
     ----------
     path : str or Path
-        A TOML file (see the module docstring for the layout).
+        A TOML file (see the module docstring for the layout); a leading ``~`` or ``~user`` is that home folder, as
+        in a shell (``Plan.path`` holds the expanded path).
     check_schedule : bool
         Refuse a hypothesis whose point has no promised eval (:meth:`EvalSpec.promised_points`).
         False only to analyse a study frozen before that check (its analysis then refuses the
@@ -265,8 +266,9 @@ def load_plan(path: str | Path, *, check_schedule: bool = True, check_reach: boo
     Raises
     ------
     PlanError
-        Missing file, invalid TOML, an integer longer than Python reads (over 4300 digits: its key, line, first 40
-        digits and length, :func:`~gradprobe.training.plan_toml.read_plan_toml`), an unknown key (full path + the
+        Missing file (or a ``~user`` path of a user not known here), invalid TOML, an integer longer than Python reads
+        (over 4300 digits: its key, line, first 40 digits and length,
+        :func:`~gradprobe.training.plan_toml.read_plan_toml`), an unknown key (full path + the
         valid keys), a value of the wrong type or range (a text value longer than 80 characters shown by its first 40
         and its length), an unregistered reward (the registered ones are listed), a hypothesis naming an unknown arm
         or a point without a promised eval, negative or repeated seeds, a budget smaller than one update (the minimum
@@ -282,7 +284,11 @@ def load_plan(path: str | Path, *, check_schedule: bool = True, check_reach: boo
     if not isinstance(path, (str, os.PathLike)):  # worded as gradprobe.outputs.api_out's check of a path
         raise TypeError(f"path must be a path (str or os.PathLike) of a plan TOML file, got {echo_value(path)} "
                         f"({type(path).__name__})")
-    p = Path(path)
+    try:
+        p = Path(path).expanduser()  # a leading ~ or ~user is that home folder, as in a shell (and pandas' to_csv)
+    except RuntimeError:  # pathlib: "Could not determine home directory."
+        raise PlanError(f"plan {str(path)!r} starts with ~ but names no home folder known here: give the full "
+                        "path") from None
     try:
         raw = p.read_bytes()
     except OSError as e:

@@ -150,12 +150,13 @@ def test_changing_a_tensor_read_from_the_result_leaves_the_result_unchanged(tmp_
     assert result.completion_mask.all().item() and result.advantages("mc_value").tolist() == [[1.0, 1.0]] * 2
 
 
-def test_a_path_under_a_tilde_that_is_not_expanded_says_so(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # no folder named "~" here
+def test_a_missing_path_under_a_tilde_names_the_home_folder_it_was_looked_for_in(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)  # no folder named "~" here, and none is looked for
     with pytest.raises(ProbeFileError) as e:
         gradprobe.load_probe("~/runs/p")
-    assert str(e.value) == ("~/runs/p not found; pass a `gradprobe probe --out` folder (it holds probe.json) "
-                            "(a leading ~ is not your home folder here: pass os.path.expanduser('~/runs/p'))")
+    assert str(e.value) == (f"{tmp_path / 'home' / 'runs' / 'p'} not found; pass a `gradprobe probe --out` folder "
+                            "(it holds probe.json)")
 
 
 def test_a_batch_is_read_by_a_numpy_integer(tmp_path):
