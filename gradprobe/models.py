@@ -27,6 +27,7 @@ Aliases:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import importlib.util
 import json
@@ -102,29 +103,60 @@ def tier_damage(folder: Path, *, record_needed: bool = False) -> str | None:
     ``config.json``, ``tokenizer.json`` and :data:`TIER_MARKER` must hold a JSON object and ``model.safetensors``'s
     header must read (:func:`safetensors.safe_open`, which also checks the file's length against the header; no
     weights are loaded); then ``warmstart.json``, when present or ``record_needed`` (a finished build: one in the
-    cache or shipped, :func:`_finished_build`), must pass :func:`tier_record_damage`."""
-    from safetensors import safe_open
+    cache or shipped, :func:`_finished_build`), must pass :func:`tier_record_damage`. The damage
+    :func:`read_tier_files` finds, for a caller that needs no file's content."""
+    return read_tier_files(folder, record_needed=record_needed)[0]
 
+
+@dataclass(frozen=True)
+class TierFiles:
+    """What the tier checks read of a built tier's folder (:func:`read_tier_files`), each file once, handed on to
+    :func:`tier_model_damage` (and the recipe in ``record``, :func:`tier_recipe`) so that no check reads it again.
+
+    Attributes
+    ----------
+    config : dict
+        ``config.json``'s object, as parsed (not to be changed: the checks quote its values).
+    tensors : dict
+        ``model.safetensors``' header: {tensor name: shape as a tuple of ints}; no tensor data is read.
+    record : dict or None
+        ``warmstart.json``'s record, sound (:func:`tier_record_damage`), or None when the folder has none.
+    """
+
+    config: dict
+    tensors: dict
+    record: dict | None
+
+
+def read_tier_files(folder: Path, *, record_needed: bool = False) -> tuple[str | None, TierFiles | None]:
+    """(None, the files read) when the built tier ``folder`` passes :func:`tier_damage`'s checks, else (what is wrong,
+    in its words, None): ``config.json``, ``tokenizer.json`` and :data:`TIER_MARKER` are each read and parsed once,
+    ``model.safetensors``' header once (:func:`safetensors.safe_open`, which checks the file's length against the
+    header, and gives the tensors' names and shapes), ``warmstart.json`` once when it is checked."""
+    read, tensors = {}, {}
     for name in ("config.json", "tokenizer.json", TIER_MARKER, "model.safetensors"):
         path = folder / name
         if not path.is_file():
-            return f"{path} is missing"
+            return f"{path} is missing", None
         try:
-            if name.endswith(".json") and not isinstance(json.loads(path.read_text()), dict):
-                return f"{path} is damaged (not a JSON object)"
-            if name.endswith(".safetensors"):
-                with safe_open(str(path), "pt"):
-                    pass
+            if name.endswith(".json"):
+                read[name] = json.loads(path.read_text())
+                if not isinstance(read[name], dict):
+                    return f"{path} is damaged (not a JSON object)", None
+            else:
+                tensors = _header_shapes(path)
         except Exception as e:  # noqa: BLE001 - OSError, JSON or UTF-8 errors, safetensors' own error class
-            return f"{path} is damaged ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+            return f"{path} is damaged ({str(e).splitlines()[0] if str(e) else type(e).__name__})", None
+    files = TierFiles(config=read["config.json"], tensors=tensors, record=None)
     record = folder / "warmstart.json"
     if not (record_needed or record.exists() or record.is_symlink()):
-        return None
+        return None, files
     if record.is_dir():
-        return f"{record} is a folder, not the build's record file"
+        return f"{record} is a folder, not the build's record file", None
     if not record.is_file():
-        return f"{record} is missing"
-    return tier_record_damage(folder)[1]
+        return f"{record} is missing", None
+    sound, damage = tier_record_damage(folder)
+    return (damage, None) if damage is not None else (None, dataclasses.replace(files, record=sound))
 
 
 def _finished_build(folder: Path) -> bool:
@@ -163,9 +195,9 @@ def refuse_damaged_tier(folder: Path) -> None:
     rebuild with other weights may be what a run started from: deleting it would lose them)."""
     if not ((folder / "warmstart.json").is_file() or (folder / TIER_MARKER).is_file()):
         return
-    damage = tier_damage(folder, record_needed=_finished_build(folder))
+    damage, files = read_tier_files(folder, record_needed=_finished_build(folder))
     if damage is None:
-        damage = tier_model_damage(folder, *tier_recipe(folder))
+        damage = tier_model_damage(folder, *recipe_of(files.record), files=files)
     if damage is None:
         return
     cached = folder.resolve().parent in (cache_root().resolve(), shipped_root())  # rebuilt into the cache
@@ -278,7 +310,11 @@ def tier_recipe(folder: Path) -> tuple[TinyTierConfig | None, int | None]:
     :func:`tier_model_damage`: (None, None) when there is no sound record or its ``config`` is not a recipe this
     version builds; the vocabulary size is None for a build of another :data:`gradprobe.tiers.FORMAT_VERSION`
     (another tokenizer may have made it)."""
-    record = tier_record_damage(folder)[0] if (folder / "warmstart.json").is_file() else None
+    return recipe_of(tier_record_damage(folder)[0] if (folder / "warmstart.json").is_file() else None)
+
+
+def recipe_of(record: dict | None) -> tuple[TinyTierConfig | None, int | None]:
+    """:func:`tier_recipe` of a ``warmstart.json`` record already read (None: no sound record), read no file."""
     try:
         config = TinyTierConfig(**record["config"])
     except Exception:  # noqa: BLE001 - no record, no config, or fields this version does not know or refuses
@@ -286,7 +322,8 @@ def tier_recipe(folder: Path) -> tuple[TinyTierConfig | None, int | None]:
     return config, tier_vocab_size() if record.get("format_version") == FORMAT_VERSION else None
 
 
-def tier_model_damage(folder: Path, config: TinyTierConfig | None, vocab_size: int | None = None) -> str | None:
+def tier_model_damage(folder: Path, config: TinyTierConfig | None, vocab_size: int | None = None, *,
+                      files: TierFiles | None = None) -> str | None:
     """What makes the model in the tier ``folder`` not the one its recipe ``config`` builds (``vocab_size``: its
     vocabulary size, None: unchecked), as ``<file> is damaged (<why>)``, else None; ``config`` None (no recipe known):
     only whether ``model.safetensors`` holds the tensors of the model ``config.json`` describes.
@@ -300,11 +337,12 @@ def tier_model_damage(folder: Path, config: TinyTierConfig | None, vocab_size: i
     ``transformers_version``) are not compared:
     their defaults and spelling change between transformers releases. Cheap: the model is built on the ``meta``
     device (no weights are read or allocated), once per process for a recipe. Call it once :func:`tier_damage` found
-    the files readable (``config.json`` a JSON object, the safetensors header readable)."""
+    the files readable (``config.json`` a JSON object, the safetensors header readable), with ``files``, what
+    :func:`read_tier_files` read then, so that neither file is read again (None: each is read here, once)."""
     from transformers import AutoConfig
 
     path = folder / "config.json"
-    found = json.loads(path.read_text())
+    found = files.config if files is not None else json.loads(path.read_text())
     if config is not None:
         want = {"model_type": TIER_MODEL_TYPES[config.arch],
                 **({"vocab_size": vocab_size} if vocab_size is not None else {}),
@@ -315,7 +353,7 @@ def tier_model_damage(folder: Path, config: TinyTierConfig | None, vocab_size: i
             if found[key] != value or isinstance(found[key], bool):
                 return f"{path} is damaged ({key} is {found[key]!r}, the build's recipe gives {value!r})"
     try:
-        read = AutoConfig.from_pretrained(str(folder))
+        read = AutoConfig.from_pretrained(str(folder))  # transformers' own reading of the file (its rules)
     except Exception as e:  # noqa: BLE001 - transformers' own errors for a config it cannot read
         return f"{path} is damaged (transformers cannot read it: {_reason(e)})"
     model_config, whose = read, "the model its config.json describes"
@@ -332,7 +370,16 @@ def tier_model_damage(folder: Path, config: TinyTierConfig | None, vocab_size: i
         shapes = _tensor_shapes(model_config.to_json_string())
     except Exception as e:  # noqa: BLE001 - transformers' own errors for a config it reads but cannot build
         return f"{path} is damaged (transformers cannot build its model: {_reason(e)})"
-    return _tier_weights_damage(folder / WEIGHTS_FILE, shapes, whose)
+    tensors = files.tensors if files is not None else _header_shapes(folder / WEIGHTS_FILE)
+    return _tier_weights_damage(folder / WEIGHTS_FILE, tensors, shapes, whose)
+
+
+def _header_shapes(path: Path) -> dict:
+    """{tensor name: shape} of the safetensors file ``path``'s header (no tensor data is read)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as f:
+        return {key: tuple(f.get_slice(key).get_shape()) for key in f.keys()}
 
 
 def _reason(error: Exception) -> str:
@@ -342,16 +389,13 @@ def _reason(error: Exception) -> str:
     return f"{type(error).__name__}: {text[:300]}{'...' if len(text) > 300 else ''}" if text else type(error).__name__
 
 
-def _tier_weights_damage(path: Path, shapes: tuple[dict, dict], whose: str) -> str | None:
-    """``<path> is damaged (not the weights of <whose>: <how>)`` when the safetensors header of ``path`` does not name
-    the tensors, with their shapes, of a model (``shapes``: :func:`_tensor_shapes`), else None. Tied tensors are one
+def _tier_weights_damage(path: Path, found: dict, shapes: tuple[dict, dict], whose: str) -> str | None:
+    """``<path> is damaged (not the weights of <whose>: <how>)`` when the safetensors file ``path``, whose header names
+    the tensors ``found`` ({name: shape}: :func:`_header_shapes`), does not hold the tensors, with their shapes, of a
+    model (``shapes``: :func:`_tensor_shapes`), else None. Tied tensors are one
     tensor: any one of their names will do (``save_pretrained`` keeps the embeddings' name; ``safetensors.torch.
     save_model``, which a training run's checkpoints and kept weights use, keeps ``lm_head.weight``, and
     ``from_pretrained`` ties either back)."""
-    from safetensors import safe_open
-
-    with safe_open(str(path), "pt") as f:
-        found = {key: tuple(f.get_slice(key).get_shape()) for key in f.keys()}
     want, tied = shapes
     held = set(found) | {tied[k] for k in found if k in tied}  # a tensor is there under any name it is tied to
     missing, extra = sorted(set(want) - held), sorted(set(found) - set(want) - set(tied))

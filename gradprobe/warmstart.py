@@ -70,7 +70,7 @@ from .config import SamplingConfig
 from .rollout import HFSampler, collect_rollouts
 from .char_tokenizer import char_tokenizer
 from .models import RECORD_FIELDS  # noqa: F401 - re-exported: it moved to gradprobe.models
-from .models import TIER_MARKER, WEIGHTS_FILE, TierDamagedError, load_policy, other_weights_hint, tier_damage
+from .models import TIER_MARKER, WEIGHTS_FILE, TierDamagedError, load_policy, other_weights_hint, read_tier_files
 from .models import tier_model_config, tier_model_damage, tier_record_damage, tier_vocab_size
 from .tasks import load_task
 
@@ -612,7 +612,8 @@ def _reusable(target: Path, name: str, config: TinyTierConfig, seed: int, *, exp
                                f"seed {seed} (config_hash {want}); " + ("pass --force (force=True) to replace it, "
                                "or choose another folder for --out" if explicit else "remove it or pass --force "
                                "(force=True) to replace it"))
-        damage = tier_damage(target) or tier_model_damage(target, config, tier_vocab_size())
+        damage, files = read_tier_files(target)  # each file read once, handed on to the model check
+        damage = damage or tier_model_damage(target, config, tier_vocab_size(), files=files)
         if damage is None:
             return True
         damage += other_weights_hint(target, damage, force_deletes=True)
