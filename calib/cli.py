@@ -12,9 +12,9 @@ print one line naming the problem and its fix, and exit with status 2. ``calib r
 overwrite a file they did not write: an existing ``--out`` that is one of the command's inputs (a rows file, a study's
 runs.csv, study.json, analysis.json or plan.toml) or not an earlier output of the same kind (a rows CSV, a calibration
 file) is refused before any work; an earlier output is replaced (atomically), and a line on stderr says so; so is
-``calib report --validation-out`` (and the report's own files are refused as it). A
-standard output closed early (``calib fit ... | head``) is not reported as an error: the files are still written,
-and the exit status is 1 (Python's note on SIGPIPE).
+``calib report --validation-out`` (and the report's own files are refused as it; so is one whose folder refuses a new
+file, before the report is made). A standard output closed early (``calib fit ... | head``) is not reported as an
+error: the files are still written, and the exit status is 1 (Python's note on SIGPIPE).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import logging
 import math
 import os
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -51,8 +52,9 @@ def _add_fit_options(p, *, report: bool) -> None:
     p.add_argument("--forecaster", choices=list(FORECASTERS), default=FIT_DEFAULTS["forecaster"],
                    help="the forecast column to correct (gain vs grpo at the token budget, accuracy points)")
     p.add_argument("--method", choices=list(FIT_CHOICES["method"][:2] if report else FIT_CHOICES["method"]),
-                   default=FIT_DEFAULTS["method"], help="Huber regression of realized on forecast gain, isotonic (monotone) "
-                                          "regression" + ("" if report else ", or none (the forecast as it is)"))
+                   default=FIT_DEFAULTS["method"],
+                   help="Huber regression of realized on forecast gain, isotonic (monotone) regression"
+                        + ("" if report else ", or none (the forecast as it is)"))
     p.add_argument("--cv", choices=list(FIT_CHOICES["cv"][:3] if report else FIT_CHOICES["cv"]),
                    default=FIT_DEFAULTS["cv"],
                    help="grouping of the validation and conformal folds: leave one study out, one arm out within its "
@@ -61,7 +63,8 @@ def _add_fit_options(p, *, report: bool) -> None:
                         + " (auto: study when there are 2+ studies, else arm)")
     p.add_argument("--interval", choices=list(FIT_CHOICES["interval"]), default=FIT_DEFAULTS["interval"],
                    help="conformal method (MAPIE): CV+ over the groups, or split conformal on half the groups")
-    p.add_argument("--confidence", type=float, default=FIT_DEFAULTS["confidence_level"], help="confidence level of the prediction intervals")
+    p.add_argument("--confidence", type=float, default=FIT_DEFAULTS["confidence_level"],
+                   help="confidence level of the prediction intervals")
     p.add_argument("--include-grpo", action="store_true",
                    help="also fit on the grpo arm's own rows (forecast 0, realized 0 by definition)")
 
@@ -264,6 +267,32 @@ def _check_validation_out(path: Path, report: Path) -> str | None:
                                        f"{str(example)!r}), or move the file away")
 
 
+def _refuse_unwritable_file_out(path: Path, option: str, what: str) -> None:
+    """Refuse, before any work, an output file ``path`` (given as ``option``) that could not be written once the work
+    is done: its folder, or, when that folder is missing, the nearest existing folder above it (where ``mkdir -p``
+    would create it), refuses a new file. Proven by creating and removing an empty temporary file there (the atomic
+    writer's own first step), not by the permission bits, which do not bind root: a read-only mount, ``/sys``, a
+    folder without write permission for a user. Nothing is left behind.
+
+    Raises
+    ------
+    gradprobe.outputs.OutputDirError
+        One line naming ``option``, the path, the folder that refused the file and why, and the fix (make that
+        folder writable, or choose another ``option`` in a writable folder).
+    """
+    folder = next((p for p in (path.parent, *path.parent.parents) if os.path.lexists(p)), Path("."))
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=folder)
+    except OSError as e:
+        where = (f"its folder {str(folder)!r} refuses a new file" if folder == path.parent else
+                 f"its folder {str(path.parent)!r} would be created in {str(folder)!r}, which refuses a new entry")
+        raise OutputDirError(e.errno, f"{option} {str(path)!r}: {what} cannot be written there, as {where} "
+                                      f"({e.strerror or e}); nothing was made: make {str(folder)!r} writable, or "
+                                      f"choose another {option} (a file in a writable folder)") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
 def _is_rows_file(path: Path) -> bool:
     """Whether ``path`` holds calibration rows (:func:`calib.dataset.rows_header`)."""
     return rows_header(path) is not None
@@ -327,6 +356,7 @@ def _report(args) -> int:
         _refuse_bad_file_out(Path(args.validation_out), "--validation-out", "the forecaster validation record",
                              "forecast_validation.json")
         replaced = _check_validation_out(Path(args.validation_out), Path(args.out))
+        _refuse_unwritable_file_out(Path(args.validation_out), "--validation-out", "the forecaster validation record")
     m = write_report(args.studies, args.out, **_settings(args))
     if args.validation_out:  # every file is written before anything is printed (stdout may be closed early)
         record = validation_record(m, source="calib report " + " ".join(str(s) for s in args.studies)

@@ -3,10 +3,14 @@ analysis.json it reads, a rows CSV, a calibration), nor the report's own metrics
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
+import os
 import shutil
 from pathlib import Path
+
+import pytest
 
 import calib.cli
 from calib.report import write_report
@@ -71,3 +75,55 @@ def test_a_record_in_a_new_folder_is_written_as_rows_and_apply_outputs_are(tmp_p
     assert status == 0, io.err  # not refused after the whole report was made
     assert json.loads(record.read_text())["best"] in ("probe", "cost_only", "signal_proxy")
     assert f"wrote {record}: --forecaster auto uses " in io.out
+
+
+@pytest.fixture
+def refusing(tmp_path, monkeypatch) -> Path:
+    """A folder that refuses a new file even to root (chmod does not bind root): ``/sys`` where it does, else a
+    folder whose ``tempfile.mkstemp`` (the write test of calib.cli) fails with EACCES, as a read-only mount's does."""
+    folder = Path("/sys")
+    try:
+        fd = os.open(folder / ".gradprobe-write-test", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError:
+        return folder
+    os.close(fd)
+    os.unlink(folder / ".gradprobe-write-test")
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    real = calib.cli.tempfile.mkstemp
+
+    def mkstemp(*args, dir=None, **kwargs):
+        if dir is not None and Path(dir) == folder:
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return real(*args, dir=dir, **kwargs)
+    monkeypatch.setattr(calib.cli.tempfile, "mkstemp", mkstemp)
+    return folder
+
+
+def test_an_unwritable_folder_is_refused_before_the_report(tmp_path, capsys, monkeypatch, refusing):
+    record = refusing / "forecast_validation.json"
+    monkeypatch.setattr(calib.cli, "write_report", functools.partial(write_report, forecast_fn=synthetic_forecasts,
+                                                                       n_permutations=99))
+    out = tmp_path / "report"
+    status, io = _report(tmp_path, out, record, capsys, study=write_study(tmp_path / "s"))
+    assert status == 2
+    assert not out.exists()  # refused before the report, not after it was written
+    assert io.err.startswith(f"calib report: error: --validation-out {str(record)!r}: the forecaster validation "
+                             f"record cannot be written there, as its folder {str(refusing)!r} refuses a new file (")
+    assert io.err.rstrip().endswith(f"nothing was made: make {str(refusing)!r} writable, or choose another "
+                                    "--validation-out (a file in a writable folder)")
+    assert io.out == ""
+
+
+def test_a_missing_folder_under_an_unwritable_one_is_refused_before_the_report(tmp_path, capsys, monkeypatch,
+                                                                                 refusing):
+    record = refusing / "gradprobe-new" / "forecast_validation.json"
+    monkeypatch.setattr(calib.cli, "write_report", functools.partial(write_report, forecast_fn=synthetic_forecasts,
+                                                                       n_permutations=99))
+    out = tmp_path / "report"
+    status, io = _report(tmp_path, out, record, capsys, study=write_study(tmp_path / "s"))
+    assert status == 2
+    assert not out.exists() and not record.parent.exists()
+    assert (f"--validation-out {str(record)!r}: the forecaster validation record cannot be written there, as its "
+            f"folder {str(record.parent)!r} would be created in {str(refusing)!r}, which refuses a new entry (") \
+        in io.err
