@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..outputs import json_safe
+from .overflow_parts import overflow_parts, part_overflow_text, part_rescale_text
 
 __all__ = ["ForecastResult", "METHODS", "TABLE_COLUMNS", "format_budget", "verdict", "no_signal_reason",
            "no_gradient_verdict", "no_verdict", "NO_VERDICT", "gain_text"]
@@ -127,7 +128,9 @@ def no_signal_reason(entries: list[dict], references: list | None = None, *, poo
     (a constant, or accuracy 0 or 1 everywhere), it returned None/NaN for every completion (masked,
     advantage 0), or its rewards are too large for float64 group statistics where they differ
     (``reward_stats["nonfinite_groups"]``, :func:`gradprobe.grpo.advantages.group_normalize`: those groups'
-    advantages are set to 0, and the reason says to rescale the reward, never that its rewards are equal).
+    advantages are set to 0, and the reason says to rescale the reward, never that its rewards are equal; for a
+    hybrid that records its parts, :func:`overflow_parts`, it names the part that overflowed, whose advantage alone
+    is 0 there, and says that the other part gave those groups advantage 0 too).
     Its inner product, interval and forecast are then exact zeros that measure nothing.
 
     Parameters
@@ -164,8 +167,21 @@ def no_signal_reason(entries: list[dict], references: list | None = None, *, poo
     overflow = sum(int(st.get("nonfinite_groups") or 0) for st in stats)
     if overflow:
         big = max(float(st.get("overflow_max_abs_reward") or 0.0) for st in stats)
+        parts = _pooled_parts(stats)
+        if parts is not None:
+            return (f"{where}, {part_overflow_text(parts, big=big, others_train=False)}; every other group's usable "
+                    f"rewards are equal, so every advantage is 0; {part_rescale_text(parts)}")
         return _NO_SIGNAL["overflow"].format(where=where, big=big, k=overflow)
     return _NO_SIGNAL["equal_or_missing" if missing else "equal"].format(where=where)
+
+
+def _pooled_parts(stats: list[dict]) -> dict[str, int] | None:
+    """The per-part overflow of a hybrid over batches' ``reward_stats`` ``stats``: each part's counts summed, when
+    every batch that overflowed records them for the same parts (:func:`overflow_parts`); else None."""
+    read = [(st, overflow_parts(st)) for st in stats if int(st.get("nonfinite_groups") or 0)]
+    if not read or any(p is None or set(p) != set(read[0][1]) for _, p in read):
+        return None
+    return {name: sum(p[name] for _, p in read) for name in read[0][1]}
 
 
 @dataclass

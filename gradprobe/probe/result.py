@@ -18,6 +18,7 @@ import time
 
 import torch
 
+from ..forecast.overflow_parts import overflow_parts, part_overflow_text, part_rescale_text
 from ..forecast.result import no_signal_reason
 from ..grpo.losses import probe_advantages, token_weights
 from ..ledger import CHARGED
@@ -207,7 +208,8 @@ def diagnose(batch, reference: dict, outputs: dict) -> list[str]:
     Among them, per reward: completions whose reward is missing (its value was None, NaN or +-inf;
     masked: advantage 0, left out of their group's mean and std, never scored 0), groups in which every
     reward is missing (they contribute nothing to that reward's estimate), and groups whose rewards
-    differ but overflow float64 statistics (``nonfinite_groups``: advantage 0; rescale the reward). Once:
+    differ but overflow float64 statistics (``nonfinite_groups``: advantage 0; rescale the reward; for a hybrid, only
+    the overflowing part's advantage is 0 there, :func:`_overflow_note`). Once:
     completions on which the task's scorer raised (``batch.metadata["score_errors"]``: NaN scores, masked
     by the rewards that read the task's score; a sequence reward that raises stops the probe instead).
     """
@@ -250,9 +252,15 @@ def diagnose(batch, reference: dict, outputs: dict) -> list[str]:
 
 def _overflow_note(name: str, stats: dict, groups: int) -> str:
     """:func:`diagnose`'s warning on a reward whose group statistics overflow float64 (``stats``:
-    ``nonfinite_groups``, ``overflow_max_abs_reward``; :func:`gradprobe.grpo.advantages.group_normalize`)."""
+    ``nonfinite_groups``, ``overflow_max_abs_reward``; :func:`gradprobe.grpo.advantages.group_normalize`). For a
+    hybrid that records its parts (``nonfinite_part_groups``, :func:`gradprobe.forecast.overflow_parts.overflow_parts`) it
+    names the part that overflowed: only that part's advantage is 0 in those groups, the other part trains them."""
+    big = float(stats.get("overflow_max_abs_reward") or 0.0)
+    parts = overflow_parts(stats)
+    if parts is not None:
+        return f"reward {name!r}: {part_overflow_text(parts, groups, big)}; {part_rescale_text(parts)}"
     return (f"reward {name!r}: in {int(stats['nonfinite_groups'])} of {groups} groups its rewards differ but are too "
-            f"large for float64 group statistics (|reward| up to {float(stats.get('overflow_max_abs_reward') or 0.0):.3g}): "
+            f"large for float64 group statistics (|reward| up to {big:.3g}): "
             "their mean or std overflows, so their advantages were set to 0 (the rewards are not equal); rescale the "
             "reward (e.g. divide it by its largest magnitude)")
 

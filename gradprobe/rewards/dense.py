@@ -95,8 +95,9 @@ def mc_value_advantages(sv: StepValues, completion_mask: torch.Tensor) -> tuple[
 def overflow_stats(*parts: dict) -> dict:
     """``nonfinite_groups`` and ``overflow_max_abs_reward`` of a reward made of ``parts`` (the ``stats`` of its group
     normalisations, :func:`~gradprobe.grpo.advantages.group_normalize`: its step values, its outcome), each part's
-    absent keys as 0: the larger count (groups of the batch in which a part overflowed float64 group statistics and got
-    advantage 0; a group may overflow in both) and the largest |reward| of those groups.
+    absent keys as 0: the larger count (groups of the batch in which a part overflowed float64 group statistics, so
+    that part's advantage is 0 there; a group may overflow in both) and the largest |reward| of those groups. A
+    hybrid records which part overflowed where (:func:`hybrid_overflow_stats`).
 
     Why: the probe's notes (:func:`gradprobe.probe.result.diagnose`) and the training loop's warning read these keys
     to tell the user to rescale the reward; a dense or hybrid reward that dropped them left those groups at advantage 0
@@ -105,14 +106,26 @@ def overflow_stats(*parts: dict) -> dict:
             "overflow_max_abs_reward": max(float(p.get("overflow_max_abs_reward") or 0.0) for p in parts)}
 
 
-def hybrid_overflow_stats(part: dict, outcome: dict, lam: float) -> dict:
+def hybrid_overflow_stats(part: dict, outcome: dict, lam: float, *, part_name: str = "process") -> dict:
     """:func:`overflow_stats` of a hybrid ``lam * A(part) + (1 - lam) * A(outcome)`` (:func:`hybrid_advantages`;
-    ``part``, ``outcome``: the stats of each part's group normalisation) from the parts of nonzero weight only.
+    ``part``, ``outcome``: the stats of each part's group normalisation) from the parts of nonzero weight only, and,
+    when both parts weigh, ``nonfinite_part_groups``: ``{part_name: count, "outcome": count}``, the groups in which
+    each part overflowed float64 group statistics (0 included). ``part_name`` names the first part to the user.
 
-    Why: a part of weight 0 (``lam`` 0 or 1, which ``make_process_reward`` and ``prm_reward`` take) adds nothing to
-    the advantages, so its overflow zeroes none of them; reported, it told the user the groups' advantages were set
-    to 0 and to rescale a reward that trains unchanged (and made a run that trained nothing read as overflowed)."""
-    return overflow_stats(*[stats for stats, weight in ((part, lam), (outcome, 1.0 - lam)) if weight != 0.0])
+    Why: a group in which one part overflowed gets advantage 0 from that part only; the other part still trains it
+    (unless it overflowed there too). ``nonfinite_groups`` (the larger part's count) says that some part overflowed;
+    the per-part counts let the probe's notes and the training loop's warning say which part to rescale and that
+    the other still trains those groups (:func:`gradprobe.forecast.overflow_parts.overflow_parts`), not that the groups got
+    advantage 0. A part of weight 0 (``lam`` 0 or 1, which ``make_process_reward`` and ``prm_reward`` take) adds
+    nothing to the advantages, so its overflow zeroes none of them: it is left out, and the reward reads as the one
+    part that weighs (no ``nonfinite_part_groups``)."""
+    weighted = {name: stats for name, stats, weight in ((part_name, part, lam), ("outcome", outcome, 1.0 - lam))
+                if weight != 0.0}
+    out = overflow_stats(*weighted.values())
+    if len(weighted) > 1:
+        out["nonfinite_part_groups"] = {name: int(stats.get("nonfinite_groups") or 0)
+                                        for name, stats in weighted.items()}
+    return out
 
 
 def mc_advantage_advantages(sv: StepValues, completion_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict]:
@@ -216,7 +229,7 @@ def _make_hybrid(lam: float, name: str):
         stats = {"missing": int((~valid).sum()), "lambda": lam, "mean_reward": s_mc["mean_reward"],
                  "zero_variance_groups_mc_value": s_mc["zero_variance_groups"],
                  "zero_variance_groups_outcome": out.stats["zero_variance_groups"], "groups": s_mc["groups"],
-                 **hybrid_overflow_stats(s_mc, out.stats, lam)}
+                 **hybrid_overflow_stats(s_mc, out.stats, lam, part_name="mc_value")}
         return _output(name, adv, valid, stats, sv)
 
     hybrid.__name__ = hybrid.__qualname__ = name.replace(".", "")

@@ -4,7 +4,9 @@ An update trained nothing when every advantage of its batch was 0: ``metrics.jso
 |A| over the completion tokens of the rows with a reward, :func:`gradprobe.training.metrics.advantage_stats`) is 0.
 Then no group's rewards differed (every group flat: zero-variance), or the groups whose rewards differed overflowed
 float64 group statistics (``reward_stats.nonfinite_groups``: advantage 0,
-:func:`gradprobe.grpo.advantages.group_normalize`), or the reward gave no completion a reward (``reward_valid`` 0).
+:func:`gradprobe.grpo.advantages.group_normalize`; in a hybrid, the part that overflowed gave those groups advantage 0
+and the other part did too, ``reward_stats.nonfinite_part_groups``: :func:`overflowed_parts`), or the reward gave no
+completion a reward (``reward_valid`` 0).
 A line without a numeric ``advantage_abs_mean`` (written by an older gradprobe) counts as trained: nothing is
 flagged that the run folder cannot show.
 
@@ -37,9 +39,11 @@ import math
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..forecast.overflow_parts import names_text, overflow_parts
+
 __all__ = ["CAUSES", "LINE_KINDS", "MAX_LINE_BYTES", "trained", "unrewarded", "cause", "describe", "max_abs_reward",
-           "advice", "metrics_line", "update_lines", "untrained_history", "stop_history", "untrained_tail",
-           "never_trained"]
+           "overflowed_parts", "advice", "metrics_line", "update_lines", "untrained_history", "stop_history",
+           "untrained_tail", "never_trained"]
 
 #: cause -> what it means, in the words of a report (:func:`describe` adds the figures)
 CAUSES = {"overflowed": "the rewards of every group whose rewards differ overflowed float64 group statistics",
@@ -92,12 +96,31 @@ def cause(lines: list[dict]) -> str:
     return "flat"
 
 
+def overflowed_parts(lines: list[dict]) -> list[str]:
+    """The parts of a hybrid reward that overflowed float64 group statistics in the update lines ``lines``: the names
+    counted > 0 in ``reward_stats.nonfinite_part_groups`` (part -> groups,
+    :func:`gradprobe.rewards.dense.hybrid_overflow_stats`; each line's read by
+    :func:`gradprobe.forecast.overflow_parts.overflow_parts`), in the order first seen; [] for a plain
+    reward or lines written without the key (the reward overflowed as a whole). Raises nothing."""
+    names: list[str] = []
+    for x in lines:
+        parts = overflow_parts(x.get("reward_stats")) if isinstance(x, dict) else None
+        names += [k for k, n in (parts or {}).items() if n > 0 and k not in names]
+    return names
+
+
 def describe(lines: list[dict], max_new_tokens: int | None = None) -> str:
     """One phrase for a report: :data:`CAUSES` of :func:`cause` with its figures (the largest |reward| that
-    overflowed; ``max_new_tokens`` when known)."""
+    overflowed, and the hybrid's parts that overflowed: :func:`overflowed_parts`; ``max_new_tokens`` when known)."""
     why = cause(lines)
     if why == "overflowed":
-        return f"{CAUSES[why]} (|reward| up to {max_abs_reward(lines):.3g})"
+        parts = overflowed_parts(lines)
+        of = "" if not parts else (
+            f"; of the hybrid's parts, {names_text(parts)} overflowed, so its advantage was 0 in those groups, and the "
+            "other part gave them advantage 0 too" if len(parts) == 1 else
+            f"; of the hybrid's parts, {names_text(parts)} overflowed, each with advantage 0 in the groups where it "
+            "overflowed, and no part trained any group")
+        return f"{CAUSES[why]} (|reward| up to {max_abs_reward(lines):.3g}{of})"
     if why == "truncated" and max_new_tokens is not None:
         return (f"every completion was truncated at max_new_tokens = {max_new_tokens} (truncation_rate 1.0), so "
                 "every group's rewards were equal")
@@ -109,9 +132,14 @@ def max_abs_reward(lines: list[dict]) -> float:
     return max([_stat(x, "overflow_max_abs_reward") for x in lines] or [0.0])
 
 
-def advice(why: str, reward: str, max_new_tokens: int | None = None) -> str:
-    """What the user can change for cause ``why`` (a key of :data:`CAUSES`) of reward ``reward``."""
-    return {"overflowed": f"rescale the reward {reward!r} (keep |reward| far below 1e150, e.g. in [0, 1])",
+def advice(why: str, reward: str, max_new_tokens: int | None = None, lines: list[dict] | None = None) -> str:
+    """What the user can change for cause ``why`` (a key of :data:`CAUSES`) of reward ``reward``; for
+    ``"overflowed"`` of a hybrid, the parts that overflowed in the update lines ``lines`` (:func:`overflowed_parts`)
+    are named: only they need rescaling."""
+    parts = overflowed_parts(lines or []) if why == "overflowed" else []
+    what = (f"the part{'s' if len(parts) > 1 else ''} {names_text(parts)} of the reward {reward!r}" if parts else
+            f"the reward {reward!r}")
+    return {"overflowed": f"rescale {what} (keep |reward| far below 1e150, e.g. in [0, 1])",
             "no_reward": f"fix the reward {reward!r} (it must return a finite number for the completions it scores)",
             "truncated": f"raise [sampling] max_new_tokens (now {max_new_tokens}) so that completions can end",
             "flat": "give the policy prompts it solves sometimes but not always (the [task] config or a prompt "

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..forecast.overflow_parts import overflow_parts, part_overflow_text, part_rescale_text
 from ..grpo import step as grpo_update  # grpo_update.grpo_step at call time: a test's spy sees every step
 from ..layout import METRICS_JSONL
 from ..ledger import CHARGED, Ledger, forward_flops_per_token
@@ -272,13 +273,23 @@ def _warn_missing(reward: str, update: int, missing: int, rows: int) -> None:
 
 def _warn_overflow(reward: str, update: int, stats: dict) -> None:
     """Warn (``RuntimeWarning``) when some groups' rewards differed but overflowed float64 group statistics
-    (:func:`gradprobe.grpo.advantages.group_normalize` gave them advantage 0: they did not train)."""
+    (:func:`gradprobe.grpo.advantages.group_normalize` gave them advantage 0: they did not train). For a hybrid that
+    records its parts (:func:`gradprobe.forecast.overflow_parts.overflow_parts`) the warning names the part that overflowed:
+    only its advantage is 0 in those groups, and the other part still trains them."""
     bad = int(stats.get("nonfinite_groups") or 0)
-    if bad:
+    if not bad:
+        return
+    parts = overflow_parts(stats)
+    if parts is not None:
+        big = stats.get("overflow_max_abs_reward")
+        warnings.warn(f"update {update}: reward {reward!r}: "
+                      f"{part_overflow_text(parts, stats.get('groups'), None if big is None else float(big))}; "
+                      f"{part_rescale_text(parts)}", RuntimeWarning, stacklevel=2)
+    else:
         warnings.warn(f"update {update}: reward {reward!r}: in {bad} of {stats.get('groups')} group(s) the rewards "
                       "differ but are too large for float64 group statistics (|reward| up to "
-                      f"{stats.get('overflow_max_abs_reward')}); those groups got advantage 0 and did not train: rescale "
-                      "the reward", RuntimeWarning, stacklevel=2)
+                      f"{stats.get('overflow_max_abs_reward')}); those groups got advantage 0 and did not train: "
+                      "rescale the reward", RuntimeWarning, stacklevel=2)
 
 
 @dataclass(frozen=True)
@@ -286,13 +297,14 @@ class _Stop:
     """How :func:`check_untrained_stop` stops a run for one cause (a key of
     :data:`gradprobe.training.untrained.CAUSES`): the ``stop_reason`` of ``summary.json``, the error raised, what the
     updates did (a format string: ``{which}`` the updates, ``{big}`` the largest |reward| that overflowed), what
-    :data:`NO_VALID_REWARD_UPDATES` updates of it are, what ``metrics.jsonl`` keeps, and the fix (of the reward)."""
+    :data:`NO_VALID_REWARD_UPDATES` updates of it are, what ``metrics.jsonl`` keeps, and the fix (of the reward; given
+    the reward's name and the update lines read, which name the parts of a hybrid that overflowed)."""
     reason: str
     error: type
     did: str
     updates: str
     kept: str
-    fix: Callable[[str], str]
+    fix: Callable[[str, list[dict]], str]
 
 
 #: the causes that stop a run, in the order they are checked (:func:`check_untrained_stop`)
@@ -301,13 +313,15 @@ _STOPS = {
         "no_valid_reward", NoValidRewardError,
         "returned None, NaN or +-inf for every completion (or marked none valid) of {which}: every advantage was 0 "
         "and nothing was trained, so", "updates without any reward", "reward_valid 0 on every update",
-        lambda reward: "fix the reward function (it must return a finite number for the completions it scores)"),
+        lambda reward, lines: "fix the reward function (it must return a finite number for the completions it "
+        "scores)"),
     "overflowed": _Stop(
         "reward_overflow", RewardOverflowError,
         "gave rewards too large for float64 group statistics (|reward| up to {big:.3g}): in {which} every group "
         "whose rewards differ overflowed (advantage 0) and no group trained, so nothing was trained and",
         "updates that train no group, with rewards that overflow,",
-        "reward_stats: nonfinite_groups, overflow_max_abs_reward", lambda reward: advice("overflowed", reward))}
+        "reward_stats: nonfinite_groups, overflow_max_abs_reward",
+        lambda reward, lines: advice("overflowed", reward, lines=lines))}
 
 
 def check_untrained_stop(s: RunSession, line: dict) -> None:
@@ -352,8 +366,8 @@ def check_untrained_stop(s: RunSession, line: dict) -> None:
     n = NO_VALID_REWARD_UPDATES
     rule = "its budget is spent" if u < n else f"{n} {stop.updates} stop a run"
     msg = (f"update {u}: reward {run.reward!r} of arm {run.arm!r} {done} the run stopped ({rule}); {s.out} keeps "
-           f"metrics.jsonl ({stop.kept}) and summary.json (stop_reason \"{stop.reason}\"); {stop.fix(run.reward)} "
-           "and rerun with a new --out")
+           f"metrics.jsonl ({stop.kept}) and summary.json (stop_reason \"{stop.reason}\"); "
+           f"{stop.fix(run.reward, lines)} and rerun with a new --out")
     finish(s, stop.reason, {"failed_update": u, "error": msg})
     raise stop.error(msg, u)
 
@@ -399,7 +413,7 @@ def warn_untrained(s: RunSession, line: dict) -> None:
     again = f"said once more if it lasts {10 * k} updates" if n == k else "not said again for these updates"
     first = tail[0].get("update", u - n + 1)
     warnings.warn(f"updates {first}-{u}: no group trained in {n} updates in a row (every advantage 0): "
-                  f"{describe(tail, tokens)}; {advice(cause(tail), s.run.reward, tokens)}; the run goes on (GRPO "
+                  f"{describe(tail, tokens)}; {advice(cause(tail), s.run.reward, tokens, tail)}; the run goes on (GRPO "
                   f"learns only from groups whose rewards differ), {again}", RuntimeWarning, stacklevel=2)
 
 

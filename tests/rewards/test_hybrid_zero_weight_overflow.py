@@ -48,4 +48,7 @@ def test_the_part_that_weighs_still_reports_it(monkeypatch):
     assert _process_hybrid(monkeypatch, 1.0, FLOW, {}) == FLOW
     assert _process_hybrid(monkeypatch, 0.0, {}, FLOW) == FLOW
     assert hybrid_overflow_stats({"nonfinite_groups": 2, "overflow_max_abs_reward": 1e170}, FLOW, 0.5) == \
-        {"nonfinite_groups": 2, "overflow_max_abs_reward": 1e200}
+        {"nonfinite_groups": 2, "overflow_max_abs_reward": 1e200,
+         "nonfinite_part_groups": {"process": 2, "outcome": 1}}
+    # a part of weight 0 is left out, and a one-part reward records no per-part counts
+    assert "nonfinite_part_groups" not in hybrid_overflow_stats(FLOW, FLOW, 1.0)
