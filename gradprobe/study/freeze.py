@@ -549,7 +549,8 @@ def check_task_data(plan: Plan, out: Path, study: dict) -> dict:
     return study
 
 
-def check_study_model(plan: Plan, out: Path, current: dict | None = None) -> dict | None:
+def check_study_model(plan: Plan, out: Path, current: dict | None = None, *,
+                      study: dict | None = None) -> dict | None:
     """Refuse to continue a study whose model now loads another model than one of its runs started from, while a run
     is still to train: its remaining runs would train another model than its finished ones, and the analysis would
     average the two (a tester: ``config.json`` of the model folder edited between two invocations; seed 1 trained
@@ -563,6 +564,11 @@ def check_study_model(plan: Plan, out: Path, current: dict | None = None) -> dic
     and now: not checked; a local folder or GGUF file then whose name finds none now (a relative ``[model] name``
     from another working directory, which would be read as a hub id): refused.
 
+    With ``study`` (``study.json`` as read), the identity is also recorded there as ``model_weights`` (the shape of a
+    run's record) while no run has started (:func:`_record_study_model`), so a copy of the study without its ``runs/``
+    still says which model it ran (:func:`gradprobe.study.replicate.check_replicate_model` compares it); the weights
+    are not hashed again for it.
+
     Parameters
     ----------
     plan : Plan
@@ -572,6 +578,9 @@ def check_study_model(plan: Plan, out: Path, current: dict | None = None) -> dic
     current : dict, optional
         :func:`~gradprobe.training.run_folder.model_weights_identity` of the plan's ``[model] name``, when the caller
         computed it (hashing the weights once per invocation); None: computed here, when a run remains.
+    study : dict, optional
+        ``study.json`` as read (the orchestrator's): ``model_weights`` is set in it and the file rewritten when the
+        identity is recorded; None: nothing recorded.
 
     Returns
     -------
@@ -608,4 +617,46 @@ def check_study_model(plan: Plan, out: Path, current: dict | None = None) -> dic
                              f"{MODEL_WEIGHTS}): the study's remaining runs would train another model than its "
                              f"finished ones, and the analysis would average the two; {differs[2]}, or run the plan "
                              "as a new study under a new --out; nothing was run or written")
+    if study is not None:
+        _record_study_model(plan, out, study, current)
     return current
+
+
+def _record_study_model(plan: Plan, out: Path, study: dict, current: dict | None) -> None:
+    """Record ``current`` (the identity of the plan's model now, :func:`check_study_model`'s) as ``study.json``'s
+    ``model_weights`` (``study`` updated in place, the file rewritten) while no run of the study has started (none
+    has its ``config.json``): the model its runs start from, which each run records again in its own ``config.json``.
+    A record that differs then (the model changed before any run started from it, or a damaged record) is replaced,
+    with a note on stderr where it named other weights or files. Once a run has started, the runs' records decide
+    (:func:`check_study_model`) and the study's is kept as it is: a study from before gradprobe recorded it, resumed,
+    gains none (what its started runs trained is theirs to say). A generated model (``current`` None) records nothing.
+
+    Raises
+    ------
+    OutputDirError
+        ``study.json`` cannot be written (:func:`~gradprobe.outputs.write_json_atomic`).
+    """
+    from ..training.run_folder import (MODEL_WEIGHTS, model_files_differences, model_record_problem,
+                                       model_weights_comparable, model_weights_mismatch)
+
+    then, spec = study.get(MODEL_WEIGHTS), str(plan.model.name)
+    if (current is None or then == current
+            or any((out / run_dir("", a, s) / CONFIG_JSON).exists() for a, s in plan.runs())):
+        return
+    sound = then is not None and model_record_problem(spec, then, current) is None
+    differs = model_weights_mismatch(spec, then, current) if sound and model_weights_comparable(then, current) else None
+    if differs is not None:
+        what = (f"the same weights from {current['path']} with other files beside them "
+                f"({model_files_differences(then, current)})" if differs[0] == "files"
+                else f"{_weights_shown(current)}, not {_weights_shown(then)}")
+        print(f"note: model {spec!r} now loads {what}, unlike the record made when {out} was started "
+              f"({out / STUDY_JSON} {MODEL_WEIGHTS}), but no run has started from it yet; recording the model it "
+              "loads now", file=sys.stderr, flush=True)
+    study[MODEL_WEIGHTS] = current
+    write_json_atomic(out / STUDY_JSON, study)
+
+
+def _weights_shown(record: dict) -> str:
+    """A weights identity in a note: its path and its digest's first 12 hex digits (a hub id: its name alone)."""
+    digest = record.get("digest")
+    return f"{record['path']} (digest {digest[:12]})" if isinstance(digest, str) else str(record["path"])

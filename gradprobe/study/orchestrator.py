@@ -106,12 +106,14 @@ class _Options:
     report_to: str
     progress: bool = True
     lengths_checked: str | None = None  # the plan sha256 whose prompt lengths the study checked (_lengths_checked)
+    model_weights: dict | None = None  # the model's identity the caller computed (run_study's model_weights)
 
 
 def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local", workers: int | None = None,
               ray_address: str | None = None, probe: bool = True, probe_overrides: dict | None = None,
               analyze: bool = True, say=None, restart: bool = False, check: bool = True,
-              report_to: str = "none", reuse_from=(), progress: bool = True) -> StudyResult:
+              report_to: str = "none", reuse_from=(), progress: bool = True,
+              model_weights: dict | None = None) -> StudyResult:
     """Run (or resume) a study: every arm x seed of the plan, the probe, ``runs.csv``, the analysis.
 
     Parameters
@@ -149,6 +151,10 @@ def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local"
         and versions) are copied instead of trained (:func:`.reuse.reuse_runs`; ``study.json``: ``reused_from``).
     progress : bool
         False (``--no-progress``): no library progress bars in any task (:func:`.worker.library_bars`), ``say`` kept.
+    model_weights : dict, optional
+        :func:`~gradprobe.training.run_folder.model_weights_identity` of the plan's ``[model] name`` the caller just
+        computed here (``--replicate``'s check): not hashed again; None: computed by :func:`.freeze.check_study_model`,
+        which records it in ``study.json`` (``model_weights``) while no run has started.
 
     Returns
     -------
@@ -181,7 +187,7 @@ def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local"
         say = say or (lambda m: print(f"[study] {m}", file=sys.stderr, flush=True))
         return _locked_run(plan, plan_path, out, restart, reuse_from, say,
                            _Options(executor, workers, ray_address, probe, probe_overrides, analyze, report_to,
-                                    progress, _lengths_checked(plan, check, executor)))
+                                    progress, _lengths_checked(plan, check, executor), model_weights))
 
 
 def _lengths_checked(plan: Plan, check: bool, executor: str) -> str | None:
@@ -201,7 +207,7 @@ def _locked_run(plan: Plan, plan_path, out, restart: bool, reuse_from, say, opts
     runs is raised as :class:`StudyInterrupted` (nothing was running). Raises as :func:`run_study` says."""
     out, lock = _locked_folder(out, reuse_from)
     try:
-        plan, study, read = _frozen(plan, plan_path, out, restart, reuse_from, say)
+        plan, study, read = _frozen(plan, plan_path, out, restart, reuse_from, say, opts.model_weights)
         return _run(plan, study, out, opts, say, read)
     except StudyInterrupted:
         raise
@@ -222,16 +228,18 @@ def _locked_folder(out, reuse_from) -> tuple[Path, FolderLock]:
     return out, FolderLock(out, ".study.lock", wait=False, what="study folder")
 
 
-def _frozen(plan: Plan, plan_path, out: Path, restart: bool, reuse_from, say) -> tuple[Plan, dict, FinishedRunFiles]:
+def _frozen(plan: Plan, plan_path, out: Path, restart: bool, reuse_from, say,
+            weights: dict | None = None) -> tuple[Plan, dict, FinishedRunFiles]:
     """:func:`.freeze.freeze_plan` of ``plan`` (``plan_path`` as :func:`_checked_plan` read it: not read again), then
     damaged run folders refused before anything is run or rewritten (:func:`.collect.check_finished_runs`, whose reads
     of the finished runs are returned, so that ``runs.csv`` and ``eval_items.jsonl.gz`` are rebuilt without reading
     those runs' files again), then the runs of ``reuse_from`` copied (:func:`.reuse.reuse_runs`), compared with the
-    model's identity :func:`.freeze.check_study_model` read (its weights are hashed once for both)."""
+    model's identity :func:`.freeze.check_study_model` read and recorded in ``study.json`` (its weights are hashed
+    once for both, not at all where the caller gave that identity as ``weights``)."""
     plan, study = freeze_plan(plan_path, out, restart=restart, say=say, plan=plan)
     study = check_task_data(plan, out, study)  # the same task data for every run of the study
     study = check_reward_plugins(plan, out, study)  # the same reward code for every run of an arm
-    weights = check_study_model(plan, out)  # the same model for every run (a run's resume checks its own record)
+    weights = check_study_model(plan, out, weights, study=study)  # the same model for every run; study.json records it
     read = check_finished_runs(plan, out)
     if reuse_from:
         reuse_runs(plan, out, reuse_from, say=say, weights=weights)  # the weights hashed once, not again

@@ -288,8 +288,9 @@ def replicate_study(source: str | Path, out: str | Path, *, plan: Plan, executor
         ``source/plan.toml`` was edited after the study froze it
         (:func:`~gradprobe.study.folder.check_frozen_plan`), the generated plan does not read back as ``plan`` (seeds
         or held-out seed differ), or a plug-in reward's
-        code or the task's data is no longer what the source study ran (:func:`check_replicate_code`), or ``out``
-        holds another study or replicate (:func:`_resumed_replicate`); nothing is written into ``out``.
+        code or the task's data is no longer what the source study ran (:func:`check_replicate_code`), nor its model
+        (:func:`check_replicate_model`; the identity it computes is the replicate's study's, not hashed again), or
+        ``out`` holds another study or replicate (:func:`_resumed_replicate`); nothing is written into ``out``.
     gradprobe.study.preflight.PreflightError
         The plan's model, tokenizer or task cannot be loaded (nothing is written into ``out``).
     """
@@ -315,7 +316,7 @@ def replicate_study(source: str | Path, out: str | Path, *, plan: Plan, executor
                              f"{list(plan.seeds)} and {plan.heldout.seed}")
         check_plan_inputs(check, executor=executor)  # before anything is written into out
         check_replicate_code(source, check)
-        check_replicate_model(source, original, say=said)
+        weights = check_replicate_model(source, original, say=said)  # hashed once: run_study reads it
         if resumed is None and same_heldout(original, check):
             path.write_text(replicate_plan_text(text, seeds=plan.seeds, heldout_seed=plan.heldout.seed,
                                                 source=str(source), source_sha256=src_sha, fresh_heldout=False))
@@ -328,7 +329,8 @@ def replicate_study(source: str | Path, out: str | Path, *, plan: Plan, executor
                                       heldout_seed=plan.heldout.seed)
             write_json_atomic(out / REPLICATE_SOURCE, record)
         result = run_study(path, out, executor=executor, workers=workers, ray_address=ray_address, probe=probe,
-                           analyze=analyze, say=say, check=False, report_to=report_to)
+                           analyze=analyze, say=say, check=False, report_to=report_to,
+                           model_weights=weights if check.model.name == original.model.name else None)
     if analyze and (out / ANALYSIS_JSON).exists() and (source / ANALYSIS_JSON).exists():
         said(compare_replicate(source, out))
     return result
@@ -456,21 +458,23 @@ def check_replicate_code(source: str | Path, plan: Plan) -> None:
                          "changes only the seeds and the held-out set")
 
 
-def check_replicate_model(source: str | Path, original: Plan, *, say=None) -> None:
+def check_replicate_model(source: str | Path, original: Plan, *, say=None) -> dict | None:
     """Refuse a replicate of the study ``source`` whose ``[model] name`` now loads another model than the source's
     runs started from: a replicate changes only the seeds and the held-out set, so a local model folder or ``.gguf``
     file whose weights (or ``config.json``, tokenizer files) changed since, or a tier rebuilt in the cache, would train
     another model, and comparing it with ``source`` as a replication would mislead.
 
-    Compared with what each run of ``source`` recorded when it started (its ``config.json``'s ``model_weights``,
-    :func:`gradprobe.training.run_folder.model_weights_identity`: the sha256 of the weight files, or a sampled sha256
-    past :data:`~gradprobe.training.run_folder.HASH_LIMIT_BYTES`, and the sha256 of the files beside them), by the
-    rules of a run's resume (:func:`~gradprobe.training.run_folder.model_record_problem`,
+    Compared with what ``source`` recorded (:func:`_model_records`): its ``study.json``'s ``model_weights`` (written
+    when the study started, :func:`gradprobe.study.freeze.check_study_model`) and each run's ``config.json``'s
+    (written when the run started), both :func:`gradprobe.training.run_folder.model_weights_identity`: the sha256 of
+    the weight files, or a sampled sha256 past :data:`~gradprobe.training.run_folder.HASH_LIMIT_BYTES`, and the
+    sha256 of the files beside them; by the rules of a run's resume
+    (:func:`~gradprobe.training.run_folder.model_record_problem`,
     :func:`~gradprobe.training.run_folder.model_weights_comparable`,
     :func:`~gradprobe.training.run_folder.model_weights_mismatch`): the records are read, not the source's model
     hashed again; the model now is hashed once. A hub id or a generated model (``tiny-qwen2``) then and now is not
-    compared; the same weights at another path are the same model. Where no run of ``source`` recorded the model
-    (a study from before gradprobe recorded it, or one copied without its ``runs/``) while the model now is read from
+    compared; the same weights at another path are the same model. Where nothing of ``source`` recorded the model (a
+    study from before gradprobe recorded it, copied without its ``runs/`` or not) while the model now is read from
     local files, one note says (``say``, else stderr) that the model could not be compared; the replicate goes on.
 
     Parameters
@@ -482,13 +486,21 @@ def check_replicate_model(source: str | Path, original: Plan, *, say=None) -> No
     say : callable(str), optional
         Where the note goes (default: stderr).
 
+    Returns
+    -------
+    dict or None
+        The identity of the model now (``model_weights_identity`` of ``[model] name``), for the replicate's study
+        (:func:`~gradprobe.study.orchestrator.run_study`'s ``model_weights``: not hashed again); None for a generated
+        model or a name that resolves to nothing.
+
     Raises
     ------
     StudyError
-        In one line: the model spec, what it loads now and what the source's run recorded (paths and digests, 12 hex
-        digits; or each file beside the weights and both sha256s), the run and its ``config.json``, and the fix:
-        restore the model the study ran, or run the plan on this model as a new study (``gradprobe study PLAN --out
-        NEW``), not a replicate; or a run's record is damaged (the file and field named, with the fix).
+        In one line: the model spec, what it loads now and what the source recorded (paths and digests, 12 hex
+        digits; or each file beside the weights and both sha256s), the file that recorded it (``study.json``, or a
+        run's ``config.json`` with its arm and seed), and the fix: restore the model the study ran, or run the plan on
+        this model as a new study (``gradprobe study PLAN --out NEW``), not a replicate; or a record is damaged (the
+        file and field named, with the fix).
     """
     from ..training.run_folder import (LOCAL_SOURCES, MODEL_WEIGHTS, model_record_problem, model_weights_comparable,
                                        model_weights_identity, model_weights_mismatch)  # torch: only a replicate
@@ -498,16 +510,10 @@ def check_replicate_model(source: str | Path, original: Plan, *, say=None) -> No
     hashed, compared = current is not None and current.get("digest") is not None, False
     new_study = ("or run the plan on this model as a new study (`gradprobe study PLAN --out NEW`): a replicate "
                  "changes only the seeds and the held-out set; nothing was written")
-    for arm, seed in original.runs():
-        cfg = run_dir(source, arm, seed) / CONFIG_JSON
-        try:
-            config = json.loads(cfg.read_text())
-            then = config[MODEL_WEIGHTS]
-        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
-            continue  # no run folder (copied without runs/), or a run from before the record
+    for path, then, whose in _model_records(source, original):
         problem = model_record_problem(spec, then, current)
         if problem is not None and (hashed or isinstance(then, dict) and then.get("source") in LOCAL_SOURCES):
-            raise StudyError(f"--replicate: {shown(str(cfg))} is damaged (field {MODEL_WEIGHTS} {problem}): whether "
+            raise StudyError(f"--replicate: {shown(str(path))} is damaged (field {MODEL_WEIGHTS} {problem}): whether "
                              f"model {spec!r} loads the model the study {shown(str(source))} ran cannot be told; "
                              f"restore the file from a copy of the study, {new_study}")
         if problem is not None or not model_weights_comparable(then, current):
@@ -516,15 +522,37 @@ def check_replicate_model(source: str | Path, original: Plan, *, say=None) -> No
         differs = model_weights_mismatch(spec, then, current)
         if differs is not None:
             fix = differs[2].removeprefix("to resume it, ")
-            raise StudyError(f"--replicate: {differs[1]} ({shown(str(cfg))} {MODEL_WEIGHTS}, the record of the "
-                             f"study's run {arm} seed {seed}): the replicate would train another model than the study "
-                             f"{shown(str(source))} ran; to replicate it, {fix}, {new_study}")
+            raise StudyError(f"--replicate: {differs[1]} ({shown(str(path))} {MODEL_WEIGHTS}, {whose}): the replicate "
+                             f"would train another model than the study {shown(str(source))} ran; to replicate it, "
+                             f"{fix}, {new_study}")
     if hashed and not compared:
         (say or (lambda m: print(m, file=sys.stderr, flush=True)))(
-            f"note: no run of the study {shown(str(source))} records the model it started from ({CONFIG_JSON} "
-            f"{MODEL_WEIGHTS} in its runs/: a study from before gradprobe recorded it, or one copied without its "
-            f"runs), so whether model {spec!r} ({current['path']}, digest {current['digest'][:12]}) is the model the "
-            "study ran could not be compared; replicating")
+            f"note: neither the {STUDY_JSON} nor a run of the study {shown(str(source))} records the model it started "
+            f"from ({MODEL_WEIGHTS} in {STUDY_JSON}, or in {CONFIG_JSON} in its runs/: a study from before gradprobe "
+            f"recorded it), so whether model {spec!r} ({current['path']}, digest {current['digest'][:12]}) is the "
+            "model the study ran could not be compared; replicating")
+    return current
+
+
+def _model_records(source: Path, original: Plan) -> list[tuple[Path, object, str]]:
+    """The records of the model the study ``source`` (frozen plan ``original``) ran, for
+    :func:`check_replicate_model`, as (file, record, whose record in words): ``study.json``'s ``model_weights``
+    first (recorded when the study started: :func:`gradprobe.study.freeze.check_study_model`), then each run's
+    ``config.json``'s (recorded when it started). A file that cannot be read, or has no such field (a study or run
+    from before gradprobe recorded it, a study copied without its ``runs/``), gives none; a field that is there is
+    given as it is, a damaged one included (for the caller to refuse)."""
+    from ..training.run_folder import MODEL_WEIGHTS
+
+    places = [(source / STUDY_JSON, "the record of the study's model when it started")]
+    places += [(run_dir(source, arm, seed) / CONFIG_JSON, f"the record of the study's run {arm} seed {seed}")
+               for arm, seed in original.runs()]
+    records = []
+    for path, whose in places:
+        try:
+            records.append((path, json.loads(path.read_text())[MODEL_WEIGHTS], whose))
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+            continue
+    return records
 
 
 def compare_replicate(original: str | Path, replicate: str | Path, *, axis: str = "generated_tokens") -> str:
