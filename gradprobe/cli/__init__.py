@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if console and not args.verbose:
         _plain_warnings()
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
 
     commands = {"probe": probe_main, "train": train_main, "warmstart": warmstart_main, "study": study_main,
                 "rank-prompts": difficulty_main, "difficulty-eval": difficulty_main}

@@ -51,8 +51,8 @@ _BOOTSTRAP_HELP = ("bootstrap resamples over prompts of the probe table's 95%% i
 
 
 _CURVE_HELP = ("grpo's accuracy-vs-updates curve the forecast reads: a saved curve (.json), a grpo run's "
-               "metrics.jsonl, a TRL trainer_state.json, a CSV (update,accuracy) or a study folder; default: the shipped curve for "
-               "--model tiny, none otherwise (raw first-order numbers only)")
+               "metrics.jsonl, a TRL trainer_state.json, a CSV (update,accuracy) or a study folder; default: the "
+               "shipped curve for --model tiny, none otherwise (raw first-order numbers only)")
 _CURVE_METRIC_HELP = ("the eval key holding held-out accuracy in a --reference-curve TRL trainer_state.json (default "
                       "eval_accuracy; a GRPOTrainer logs eval_rewards/<reward function>/mean) or metrics.jsonl "
                       "(default greedy_accuracy)")
@@ -83,6 +83,14 @@ class _JoinedRewards(argparse.Action):
         setattr(namespace, self.dest, f"{before},{values}" if given else values)
 
 
+def _home_paths(text: str) -> str:
+    """An argparse ``type`` for ``--checkpoints PATH[,PATH...]``: each comma-separated path with a leading ``~``
+    expanded (:func:`.args.home`), as the shell does for the first of ``--checkpoints ~/a,~/b`` only and for none of
+    ``--checkpoints=~/a``, so that a refusal names the path that was looked for. Raises nothing (an empty list is
+    refused by :func:`gradprobe.probe.checkpoints.checkpoint_weights`, naming the fix)."""
+    return ",".join(home(part.strip()) for part in text.split(","))
+
+
 def _add_probe(sub) -> None:
     """The ``probe`` command's parser, its options in the order ``--help`` lists them."""
     p = sub.add_parser("probe", help="probe rewards on one batch: per-token alignment with a reference update",
@@ -98,17 +106,20 @@ def _add_batch_options(p) -> None:
     """What is probed: the model, the task, the rewards, the probe batch and the reference direction."""
     p.add_argument("--model", default=ModelSettings.name, help=MODEL_HELP)
     p.add_argument("--task", default=TaskSettings.spec,
-                   help="reasoning-gym dataset name (chain_sum, basic_arithmetic, gsm_symbolic, ...), gsm8k, gsm8k:PATH, or "
-                        "your own data: jsonl:PATH or hf:NAME[:CONFIG], options after a last ':' (prompt=, question=, "
-                        "answer=, solution= columns; verifier=hash|boxed|exact)")
+                   help="reasoning-gym dataset name (chain_sum, basic_arithmetic, gsm_symbolic, ...), gsm8k, "
+                        "gsm8k:PATH, or your own data: jsonl:PATH or hf:NAME[:CONFIG], options after a last ':' "
+                        "(prompt=, question=, answer=, solution= columns; verifier=hash|boxed|exact)")
     p.add_argument("--skip-malformed", action="store_true",
-                   help="tasks read from data (gsm8k, jsonl:, hf:): skip malformed rows (counted, warned) instead of stopping")
+                   help="tasks read from data (gsm8k, jsonl:, hf:): skip malformed rows (counted, warned) instead of "
+                        "stopping")
     p.add_argument("--rewards", default=",".join(ProbeConfig.rewards), action=_JoinedRewards, help=REWARDS_HELP)
     p.add_argument("--prompts", type=integer, default=BatchSettings.prompts, help="B, prompts in the probe batch")
     p.add_argument("--group", type=integer, default=BatchSettings.group, help="G, completions per prompt")
-    p.add_argument("--reference", default=ReferenceSettings.kind, help="heldout, or direction:PATH (.safetensors vector)")
+    p.add_argument("--reference", default=ReferenceSettings.kind,
+                   help="heldout, or direction:PATH (.safetensors vector)")
     p.add_argument("--update-prompts", type=integer, default=UpdateSettings.update_prompts,
-                   help="B of the training update the gain is predicted for (default: --prompts); scales tokens per update")
+                   help="B of the training update the gain is predicted for (default: --prompts); scales tokens per "
+                        "update")
     p.add_argument("--update-group", type=integer, default=UpdateSettings.update_group,
                    help="G of the training update the gain is predicted for (default: --group)")
     p.add_argument("--heldout-prompts", type=integer, default=ReferenceSettings.heldout_prompts,
@@ -163,19 +174,20 @@ def _add_run_options(p) -> None:
     p.add_argument("--device", default=ModelSettings.device, help="torch device of the model (cpu, cuda, cuda:1...)")
     p.add_argument("--dtype", default=ModelSettings.dtype, choices=list(DTYPE_NAMES),
                    help="the model's weights and compute (float16 is refused on the CPU: non-finite alignments)")
-    p.add_argument("--out", type=out_path, default="runs/probe", help="output folder (probe.json, report.html, alignment.safetensors, "
-                   "tokens.jsonl); replaces an earlier probe there (a folder with probe.json), keeps other files, "
-                   "refuses a run's, a study's, a study's probe, a calib report or a model folder, a folder "
-                   "holding files of a probe's names without probe.json, and a batch_K the probe writes that is no "
-                   "earlier probe's (a link, a file, a folder of your files)")
+    p.add_argument("--out", type=out_path, default="runs/probe",
+                   help="output folder (probe.json, report.html, alignment.safetensors, tokens.jsonl); replaces an "
+                        "earlier probe there (a folder with probe.json), keeps other files, refuses a run's, a "
+                        "study's, a study's probe, a calib report or a model folder, a folder holding files of a "
+                        "probe's names without probe.json, and a batch_K the probe writes that is no earlier probe's "
+                        "(a link, a file, a folder of your files)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--threads", type=integer, default=ModelSettings.threads,
-                   help="torch CPU threads (default: torch's own; 1 for models under 20M parameters when OpenMP threads spin, "
-                        "i.e. OMP_WAIT_POLICY is not PASSIVE, which this command sets)")
+                   help="torch CPU threads (default: torch's own; 1 for models under 20M parameters when OpenMP "
+                        "threads spin, i.e. OMP_WAIT_POLICY is not PASSIVE, which this command sets)")
     p.add_argument("--probe-batches", type=integer, default=1,
                    help="N probe batches on disjoint training prompts with one shared reference direction; the "
                         "efficiency ratio is averaged over them, so more batches narrow its interval (~1/sqrt(N))")
-    p.add_argument("--checkpoints", default=None, metavar="PATH[,PATH...]",
+    p.add_argument("--checkpoints", default=None, metavar="PATH[,PATH...]", type=_home_paths,
                    help="also probe kept weights of a reference GRPO run and pool them with the initial policy's "
                         "batches: a run folder (its weights/, kept by [train] save_weights_at), checkpoint-UUUUUU "
                         "folders or .safetensors files of a run of --model; each policy gets --probe-batches batches "
@@ -316,7 +328,8 @@ def _probe_command(args) -> int:
             from ..forecast.forecaster import DEFAULT_CURVES
 
             check_applicable(calibration, rewards=config.rewards, budget_seconds=config.budget.seconds,
-                             model=config.model.name, has_curve=curve is not None or config.model.name in DEFAULT_CURVES)
+                             model=config.model.name,
+                             has_curve=curve is not None or config.model.name in DEFAULT_CURVES)
         # after the checks: a typo keeps the earlier one; the batch_K folders it writes are checked before any compute
         with replacing_earlier_probe(args.out, say=_warn,
                                      batch_folders=batch_folder_count(args.probe_batches, checkpoint_files)) as folder:

@@ -15,7 +15,7 @@ from ..training.budget import reach_unrecorded, reach_warned_once
 from ..training.plan import PlanError, load_plan, replicate_plan
 from ..outputs import OutputDirError, prepare_output_dir, removed_if_left_empty, shell_word
 from ..tables import shown
-from .args import HelpFormatter, add_report_to, integer, out_path
+from .args import HelpFormatter, add_report_to, home, integer, out_path
 
 
 def add_study_parser(subparsers) -> None:
@@ -30,7 +30,10 @@ def add_study_parser(subparsers) -> None:
                     "finished study on fresh seeds and a fresh held-out set. Exit status: 0 all done, 1 a "
                     "run/probe/analysis failed (the others are kept), 2 bad input, 130 interrupted (Ctrl-C: "
                     "no further run starts, running ones stop; the same command resumes), 143 the same on SIGTERM.")
-    p.add_argument("plan", nargs="?", help="plan TOML file (e.g. plans/tiny.toml); not needed with --analyze-only")
+    # each path option expands a leading ~ (.args.home): bash leaves the ~ of --replicate=~/x as it is, and a
+    # caller passing a list of words (subprocess) leaves that of a positional PLAN
+    p.add_argument("plan", nargs="?", type=home,
+                   help="plan TOML file (e.g. plans/tiny.toml); not needed with --analyze-only")
     p.add_argument("--out", type=out_path, default=None,
                    help="study folder (a new one for a changed plan, or --restart while none of its runs finished)")
     p.add_argument("--executor", choices=list(EXECUTOR_NAMES), default="local",
@@ -54,14 +57,14 @@ def add_study_parser(subparsers) -> None:
                         "frozen plan and partial outputs and start this plan there (refused once a run finished)")
     p.add_argument("--power", action="store_true",
                    help="print the seeds and held-out size for the plan's [power] min_effect at 80%% power")
-    p.add_argument("--pilot", default=None, help="with --power: the finished study whose variance to use "
-                                                 "(default: the plan's [power] pilot)")
-    p.add_argument("--replicate", default=None, metavar="DIR",
+    p.add_argument("--pilot", default=None, type=home,
+                   help="with --power: the finished study whose variance to use (default: the plan's [power] pilot)")
+    p.add_argument("--replicate", default=None, metavar="DIR", type=home,
                    help="re-run the finished study DIR's plan on fresh seeds and a fresh held-out set into --out")
     p.add_argument("--seed-offset", type=integer, default=None,
                    help="with --replicate: added to every seed and the held-out seed (default: the smallest "
                         "offset that gives fresh seeds)")
-    p.add_argument("--reuse-runs", action="append", default=[], metavar="DIR",
+    p.add_argument("--reuse-runs", action="append", default=[], metavar="DIR", type=home,
                    help="copy the finished runs of the study folder DIR (repeatable) that this plan would train "
                         "identically instead of training them again. A run is reused only when its config.json "
                         "records the same resolved configuration, gradprobe/torch/transformers versions, task data "

@@ -23,7 +23,7 @@ from ..training.errors import BudgetTooSmallError, NonFiniteRunError
 from ..training.plan import PlanError, RunConfig, run_in_folder, shorten_budget
 from ..training.run_folder import refuse_other_output
 from ..training.specs import BUDGET_FLAGS
-from .args import HelpFormatter, add_report_to, integer, out_path, seed_int, token_count
+from .args import HelpFormatter, add_report_to, home, integer, out_path, seed_int, token_count
 from .probe import Terminated, terminate_cleanly
 
 __all__ = ["add_train_parser", "interrupt_message", "train_main"]
@@ -33,7 +33,7 @@ def add_train_parser(subparsers) -> None:
     """Register ``gradprobe train`` on an argparse sub-parser collection."""
     p = subparsers.add_parser("train", help="one matched-compute training run of a plan's arm and seed",
                               formatter_class=HelpFormatter)
-    p.add_argument("--plan", required=True, help="plan TOML file (e.g. plans/tiny.toml)")
+    p.add_argument("--plan", required=True, type=home, help="plan TOML file (e.g. plans/tiny.toml)")
     p.add_argument("--arm", required=True, help="arm name in the plan's [arms]")
     p.add_argument("--seed", type=seed_int, default=0, help="run seed (rollout sampling, prompt order)")
     p.add_argument("--out", type=out_path, required=True,

@@ -7,6 +7,7 @@ when built (a bad value names its field and command-line flag), and the guidance
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
@@ -148,7 +149,9 @@ class ReferenceSettings:
     ----------
     kind : str
         ``heldout`` or ``direction:PATH`` (a ``.safetensors`` parameter-space vector); a key of
-        :data:`gradprobe.config.REFERENCE_KINDS` (:attr:`variant`).
+        :data:`gradprobe.config.REFERENCE_KINDS` (:attr:`variant`). A leading ``~`` or ``~user`` of PATH is that
+        home folder, as in a shell (which leaves the ``~`` of ``--reference=direction:~/v.safetensors`` as it is):
+        the setting holds the expanded path, which ``probe.json`` records.
     heldout_prompts, heldout_group : int
         Size of the held-out batch of the ``heldout`` reference (G >= 2, the RLOO baseline).
     precondition : {"adam", "none"}
@@ -177,7 +180,9 @@ class ReferenceSettings:
     def __post_init__(self):
         if self.heldout_group < 2:
             raise ValueError(f"heldout_group (--heldout-group) must be >= 2 (RLOO baseline), got {self.heldout_group}")
-        reference_kind(self.kind)
+        variant = reference_kind(self.kind)
+        if variant.takes_path:  # direction:~/v.safetensors: the file under the home folder, not a folder named ~
+            object.__setattr__(self, "kind", f"{variant.name}:{os.path.expanduser(variant.path(self.kind))}")
         preconditioner(self.precondition)
         if self.heldout_prompts < 1:
             raise ValueError(f"heldout_prompts (--heldout-prompts) must be >= 1, got {self.heldout_prompts}")
