@@ -30,7 +30,7 @@ from ..ledger import Ledger
 from ..logprobs import memory_bounded_rows
 from ..memory import release_memory
 from ..rewards import RewardContext, get_reward
-from ..rewards.base import RewardFunctionError, checked_output
+from ..rewards.base import REWARDS, RewardFunctionError, _wrapped, checked_output
 from ..rewards.sequence import call_reward
 from ..rollout import collect_rollouts, make_sampler
 from ..streams import stream_sampler
@@ -39,8 +39,8 @@ from .config import ProbeConfig
 from .guided import check_guided_prompts, importance_weights, sample_guided_batch
 
 __all__ = ["StageTimes", "Samplers", "DeviceBatch", "progress_printer", "probe_samplers", "sample_batch",
-           "reward_outputs", "reward_advantages", "guided_stage", "update_yardstick", "caller_reward",
-           "native_signature_problem"]
+           "reward_outputs", "is_builtin_reward", "reward_advantages", "guided_stage", "update_yardstick",
+           "caller_reward", "native_signature_problem"]
 
 
 @dataclass
@@ -233,8 +233,10 @@ def reward_outputs(batch: RolloutBatch, rewards, ctx: RewardContext) -> tuple[di
         compute, which a seconds budget charges as training's ``device_seconds["reward"]``),
         ``missing_groups`` (groups without any reward).
 
-    Rewards named by import path (plug-ins, ``path/file.py:FUNCTION``) are called first, so one that raises
-    fails before the built-in rewards' Monte Carlo continuations are spent; the dicts keep ``rewards``' order.
+    The user's rewards (:func:`is_builtin_reward` False: plug-ins, ``path/file.py:FUNCTION``, a Python function or
+    ``(name, reward)`` pair, a reward the user registered) are called first, so one that raises fails before the
+    built-in rewards' Monte Carlo continuations (or a process reward model's forwards) are spent; the built-ins
+    follow in their given order, and the dicts keep ``rewards``' order (only the order of the calls changes).
     Every output is checked here, where it enters the probe (:func:`gradprobe.rewards.base.checked_output`): the
     advantages are exactly 0 on rows whose ``valid`` is False, so a reward with no valid row has the exact zeros
     its "no usable reward" warning promises.
@@ -253,7 +255,7 @@ def reward_outputs(batch: RolloutBatch, rewards, ctx: RewardContext) -> tuple[di
     """
     advantages, outputs, rewards = {}, {}, list(rewards)
     gen = getattr(getattr(ctx, "ledger", None), "device_seconds", None)
-    for name, fn in sorted(rewards, key=lambda item: ":" not in item[0]):  # stable: plug-ins first
+    for name, fn in sorted(rewards, key=lambda item: is_builtin_reward(item[0])):  # stable: the user's first
         start, gen_before = time.perf_counter(), (gen or {}).get("generation", 0.0)
         try:
             out = fn(batch, ctx)
@@ -272,6 +274,26 @@ def reward_outputs(batch: RolloutBatch, rewards, ctx: RewardContext) -> tuple[di
                          "missing_groups": int((~out.valid.cpu()).view(-1, batch.group_size).all(-1).sum())}
     order = [name for name, _ in rewards]
     return {k: advantages[k] for k in order}, {k: outputs[k] for k in order}
+
+
+def is_builtin_reward(name: str) -> bool:
+    """Whether ``name`` is one of gradprobe's own rewards: registered (:data:`~gradprobe.rewards.base.REWARDS`) to a
+    function defined in the ``gradprobe`` package, inside its reward wrappers (a user's function registered through
+    :func:`~gradprobe.rewards.sequence_reward` is the user's; a process reward model registered with
+    :func:`~gradprobe.rewards.prm_reward` is gradprobe's).
+
+    Why: :func:`reward_outputs` calls every other reward (the user's code, which may raise) before these, which
+    may spend Monte Carlo continuations or a reward model's forwards. By name, not by function: the probe calls an
+    ``extra_rewards`` function through :func:`caller_reward`, and a registered name holds one function only
+    (:func:`gradprobe.rewards.base.registered_elsewhere`). Raises nothing: wrappers that loop read as the user's."""
+    registered = REWARDS.get(name)
+    if registered is None:  # a plug-in's import path, an extra or Python reward under a name of its own
+        return False
+    try:
+        module = getattr(_wrapped(registered), "__module__", None)
+    except ValueError:  # wrappers that loop: no gradprobe reward's
+        return False
+    return isinstance(module, str) and (module == "gradprobe" or module.startswith("gradprobe."))
 
 
 def reward_advantages(config: ProbeConfig, policy, task, batch: RolloutBatch, rewards, sampler, ledger: Ledger,
