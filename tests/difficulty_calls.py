@@ -8,7 +8,7 @@ import gradprobe.difficulty.rank as rank
 import gradprobe.models
 
 #: the smallest sizes of each command that still run end to end on the tiny tier
-SIZES = {"rank-prompts": ["--fit-prompts", "2", "--probe-samples", "1", "--resamples", "4"],
+SIZES = {"rank-prompts": ["--fit-prompts", "2", "--probe-samples", "1", "--resamples", "10"],
          "difficulty-eval": ["--samples", "2"]}
 
 

@@ -53,7 +53,7 @@ import sys
 from pathlib import Path
 
 from ..difficulty.folder import check_output_folder, refuse_looping_outputs
-from ..difficulty.metrics import BOOTSTRAP_LEVEL, BOOTSTRAP_RESAMPLES
+from ..difficulty.metrics import BOOTSTRAP_LEVEL, BOOTSTRAP_RESAMPLES, check_resamples
 from ..difficulty.rank import DTYPES, PoolSettings, PreparedPool, RankSettings, prepare_pool, rank_prompts
 from ..difficulty.rank_report import weights_text
 from ..ledger import Ledger
@@ -172,6 +172,7 @@ def difficulty_eval(args) -> int:
     observed = args.samples // 4 if args.observed is None else args.observed
     if observed >= args.samples:
         raise ValueError(f"--observed ({observed}) must be smaller than --samples ({args.samples}) so a target remains")
+    check_resamples(args.resamples, level=BOOTSTRAP_LEVEL, default=BOOTSTRAP_RESAMPLES)  # before any model loads
     (out, policy, task, pool, sampling, est_config, keys), replacing = _setup(args)
     weights = model_weights_identity(str(args.model))
     ledger = Ledger()

@@ -27,8 +27,10 @@ bootstrap_metrics`), ``reliability`` (10 bins) and ``flat_auc`` (can p_i tell a 
 completions before rollout?) with its intervals from the same resamples (``flat_auc_interval``). Every interval
 contains its score; it is None, its reason in ``brier_interval_reason``... and in ``notes`` (every estimator's and
 baseline's, identical reasons said once), where the bootstrap cannot measure the sampling error: no eval prompt with
-a target (every score None too), fewer than 2, or every resample giving the same score (no spread: a width of 0
-would read as precision; the rule of :func:`~gradprobe.difficulty.metrics.bootstrap_metrics`).
+a target (every score None too), fewer than 2, every resample drawing the prompts in the same proportions (by
+chance, with two or three), or every resample giving the same score (no spread: a width of 0 would read as
+precision; the rule of :func:`~gradprobe.difficulty.metrics.bootstrap_metrics`). ``resamples`` is at least 10
+(:data:`~gradprobe.difficulty.metrics.MIN_RESAMPLES`, as ``gradprobe probe --bootstrap``).
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ import numpy as np
 from .estimator import (DegenerateOutcomesWarning, DifficultyEstimator, EstimatorConfig, check_features,
                         check_unique_ids)
 from .metrics import (BOOTSTRAP_LEVEL, BOOTSTRAP_RESAMPLES, auc_score, binary_auc, bootstrap_metrics, brier_score,
-                      flat_group_auc, flat_group_outcomes, reliability_bins, spearman_rho, success_rate)
+                      check_resamples, flat_group_auc, flat_group_outcomes, reliability_bins, spearman_rho,
+                      success_rate)
 from ..ledger import forward_flops_per_token
 from ..tasks.base import prompt_key
 from ..tasks.prompts import encode_prompt
@@ -178,8 +181,8 @@ def split_halves(m: int, seed: int = 0, groups=None) -> tuple[np.ndarray, np.nda
     keeps every prompt with the same key in one half: the permutation is walked in order and a prompt
     whose key was already placed follows it, so a repeated prompt is never fitted on and scored. A
     key's whole group goes to the fit half while that half holds fewer than floor(m / 2) prompts, so
-    the fit half may exceed floor(m / 2) by a group's size minus one. With distinct keys (or ``groups=None``) the split is the
-    plain cut.
+    the fit half may exceed floor(m / 2) by a group's size minus one. With distinct keys (or ``groups=None``) the
+    split is the plain cut.
     """
     perm = np.random.default_rng([seed, 0xD1FF]).permutation(m)
     if groups is None:
@@ -241,8 +244,8 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
         so the model is never scored on a prompt it was fitted on; ``notes`` says how many repeats there
         were. Default: every prompt distinct.
     resamples, level : int, float
-        The bootstrap of the metrics' intervals over eval prompts (seeded by ``seed``; :func:`~gradprobe.difficulty.
-        metrics.bootstrap_metrics`): resamples >= 1, coverage in (0, 1).
+        The intervals' bootstrap over eval prompts (seeded by ``seed``; :func:`~gradprobe.difficulty.metrics.
+        bootstrap_metrics`): resamples >= 10 (:data:`~gradprobe.difficulty.metrics.MIN_RESAMPLES`), level in (0, 1).
 
     Returns
     -------
@@ -259,14 +262,14 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
     ValueError
         M < 2, mismatched shapes, ``observed`` or ``group_size`` not an integer (a bool or the string "1" is
         not), ``observed`` not in [0, S - 1], ``group_size`` not in [1, S - observed], ``seed`` not an integer in
-        [0, 2**63 - 1], or ``prompts`` not of length M or with fewer than two distinct texts (no eval half would
-        remain); outcomes all missing (NaN), or one that is not 0 or 1 (partial credit in (0, 1) too: map it to 0/1
-        first) or infinite; ``features`` with no column, an infinite feature or one beyond +-1e150, the limit of
-        ``--metadata-keys`` values (:func:`~gradprobe.difficulty.estimator.check_features`; a NaN feature is
-        missing: imputed, and counted in ``notes``).
+        [0, 2**63 - 1], ``resamples`` not an integer >= 10 or ``level`` not in (0, 1) (these three before any fit), or
+        ``prompts`` not of length M or with fewer than two distinct texts (no eval half would remain); outcomes all
+        missing (NaN), or one that is not 0 or 1 (partial credit in (0, 1) too: map it to 0/1 first) or infinite;
+        ``features`` with no column, an infinite feature or one beyond +-1e150, the limit of ``--metadata-keys``
+        values (:func:`~gradprobe.difficulty.estimator.check_features`; a NaN feature is missing: imputed, and
+        counted in ``notes``).
     """
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed <= 2**63 - 1:
-        raise ValueError(f"seed (--seed) must be an integer in [0, 2**63 - 1], got {seed!r}")
+    resamples = _checked_bootstrap(seed, resamples, level)
     y = np.asarray(outcomes, dtype=np.float64)
     x = np.asarray(features, dtype=np.float64)
     group_size = _checked_inputs(ids, x, y, observed, group_size)
@@ -298,6 +301,16 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
                           "method": "percentile"}, "notes": notes}
 
 
+def _checked_bootstrap(seed, resamples, level) -> int:
+    """:func:`evaluate_estimator`'s ``seed``, ``level`` and ``resamples`` checked before any fit; returns resamples
+    as an int (:func:`~gradprobe.difficulty.metrics.check_resamples`)."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed <= 2**63 - 1:
+        raise ValueError(f"seed (--seed) must be an integer in [0, 2**63 - 1], got {seed!r}")
+    if isinstance(level, bool) or not isinstance(level, numbers.Real) or not 0 < level < 1:
+        raise ValueError(f"level must be a number in (0, 1) (the intervals' coverage), got {level!r}")
+    return check_resamples(resamples, level=level, default=BOOTSTRAP_RESAMPLES)
+
+
 def _scores(p, target, group_size: int, resamples: int, level: float, seed: int) -> dict:
     """One estimator's scores of :func:`evaluate_estimator` (its Returns), p (M_ev,) against target (M_ev, K)."""
     boot = bootstrap_metrics(p, target, resamples=resamples, level=level, seed=seed, group_size=group_size)
@@ -314,7 +327,8 @@ def _checked_inputs(ids, x, y, observed: int, group_size: int | None) -> int:
     if m < 2:
         raise ValueError(f"difficulty evaluation needs at least 2 prompts (a fit half and an eval half), got {m}")
     if y.ndim != 2 or x.ndim != 2 or y.shape[0] != m or x.shape[0] != m:
-        raise ValueError(f"evaluate_estimator: {m} ids, features {x.shape}, outcomes {y.shape}; expected (M, F), (M, S)")
+        raise ValueError(f"evaluate_estimator: {m} ids, features {x.shape}, outcomes {y.shape}; expected (M, F), "
+                         "(M, S)")
     check_features(x)
     if isinstance(observed, bool) or not isinstance(observed, numbers.Integral):
         raise ValueError(f"observed must be an integer in [0, S - 1] = [0, {y.shape[1] - 1}] (outcomes per eval prompt "
@@ -323,7 +337,8 @@ def _checked_inputs(ids, x, y, observed: int, group_size: int | None) -> int:
         raise ValueError(f"group_size must be an integer in [1, S - observed] or None (the default), got "
                          f"{group_size!r} ({type(group_size).__name__})")
     if not 0 <= observed < y.shape[1]:
-        raise ValueError(f"observed must lie in [0, S - 1] = [0, {y.shape[1] - 1}] so that a target remains, got {observed}")
+        raise ValueError(f"observed must lie in [0, S - 1] = [0, {y.shape[1] - 1}] so that a target remains, got "
+                         f"{observed}")
     n_target = y.shape[1] - observed
     if group_size is None:
         group_size = min(DEFAULT_GROUP_SIZE, n_target)
@@ -333,7 +348,8 @@ def _checked_inputs(ids, x, y, observed: int, group_size: int | None) -> int:
     finite = np.isfinite(y)
     if not finite.any():
         raise ValueError(f"outcomes: all {y.size} are missing (NaN), nothing to fit or score; sample_outcomes gives "
-                         "NaN where the task's scorer failed (its warnings name the prompts): fix the scorer or the task")
+                         "NaN where the task's scorer failed (its warnings name the prompts): fix the scorer or the "
+                         "task")
     bad = np.isinf(y) | (finite & (y != 0) & (y != 1))
     if bad.any():
         i, j = map(int, np.argwhere(bad)[0])

@@ -19,6 +19,7 @@ import numpy as np
 
 from .estimator import DegenerateOutcomesWarning, DifficultyEstimator, EstimatorConfig
 from .intervals import LEVEL, percentile_interval
+from .metrics import check_resamples
 
 __all__ = ["FOLDS", "MIN_PROMPTS", "RESAMPLES", "heldout_fit_quality"]
 
@@ -46,7 +47,7 @@ def heldout_fit_quality(config: EstimatorConfig, features, successes, attempts, 
     level : float
         Interval coverage.
     resamples : int
-        Bootstrap resamples.
+        Bootstrap resamples, at least :data:`~gradprobe.difficulty.metrics.MIN_RESAMPLES`.
 
     Returns
     -------
@@ -55,9 +56,16 @@ def heldout_fit_quality(config: EstimatorConfig, features, successes, attempts, 
         ``base_rate_brier``, ``difference`` (each a float, with its ``*_interval`` [lo, hi]), ``level``,
         ``resamples``, ``reason`` (None; or why nothing was scored: fewer than :data:`MIN_PROMPTS` prompts, or every
         outcome equal, when the brier figures are None).
+
+    Raises
+    ------
+    ValueError
+        ``resamples`` not an integer of at least :data:`~gradprobe.difficulty.metrics.MIN_RESAMPLES`
+        (:func:`~gradprobe.difficulty.metrics.check_resamples`).
     """
     from sklearn.metrics import brier_score_loss
 
+    resamples = check_resamples(resamples, level=level, default=RESAMPLES, where="resamples")
     s = np.asarray(successes, dtype=np.float64).reshape(-1)
     n = np.asarray(attempts, dtype=np.float64).reshape(-1)
     keep = n > 0

@@ -40,6 +40,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .estimator import DegenerateOutcomesWarning, DifficultyEstimator, EstimatorConfig
+from .metrics import check_resamples
 
 __all__ = ["LEVEL", "RESAMPLES", "DRAWS", "FitBootstrap", "bootstrap_fit", "chunk_intervals", "jeffreys_interval",
            "percentile_interval"]
@@ -119,7 +120,8 @@ def bootstrap_fit(config: EstimatorConfig, features, successes, attempts, *, res
     successes, attempts : array-like, shape (n,)
         Each probed prompt's correct completions and completions with a reward.
     resamples : int
-        B >= 1.
+        B >= 1 (the intervals of :func:`chunk_intervals` need at least
+        :data:`~gradprobe.difficulty.metrics.MIN_RESAMPLES`).
     seed : int
         Seeds the resampling (and the Jeffreys draws of constant refits): the same seed gives the same refits.
 
@@ -175,7 +177,15 @@ def chunk_intervals(boot: FitBootstrap, features, successes, failures, *, prior_
     dict of ndarray
         ``p_lo``, ``p_hi``, ``p_model_lo``, ``p_model_hi`` (M,) and ``mean_sums`` (B,): each refit's sum over
         the chunk of the posterior means (for the interval of the pool's mean p_hat).
+
+    Raises
+    ------
+    ValueError
+        ``boot`` of fewer than :data:`~gradprobe.difficulty.metrics.MIN_RESAMPLES` refits: its bounds would be single
+        refits' values, no interval (:func:`~gradprobe.difficulty.metrics.check_resamples`).
     """
+    check_resamples(int(boot.offsets.shape[0]), level=level, default=RESAMPLES, unit="bootstrap refits",
+                    estimate="p_hat")
     p = boot.predict(features)  # (M, B)
     alpha = prior_strength * p + np.asarray(successes, dtype=np.float64)[:, None]
     beta = prior_strength * (1.0 - p) + np.asarray(failures, dtype=np.float64)[:, None]

@@ -18,16 +18,19 @@ Metrics (each over the eval half's target outcomes):
                   bootstrap cannot measure the score's sampling error (the rule of the flat-group AUCs
                   extended to every score): the score is undefined; fewer than :data:`MIN_INTERVAL_PROMPTS`
                   eval prompts have a target outcome (one prompt is drawn alone in every resample); fewer than
-                  half the resamples define the score; or every resample gives the same score up to rounding
-                  (relative spread at most :data:`NO_SPREAD`: the prompts do not differ in it, e.g. copies of
-                  one prompt), where a width of 0 would read as a precision the data do not give. The one
+                  half the resamples define the score; every resample drew the same prompts in the same
+                  proportions (by chance, with two or three eval prompts: nothing was resampled); or the
+                  resamples differ but every one gives the same score up to rounding (relative spread at most
+                  :data:`NO_SPREAD`: the prompts do not differ in it, e.g. copies of one prompt), where a width
+                  of 0 would read as a precision the data do not give. The one
                   exception is the AUC of a prediction constant over the prompts: 0.5 by construction on
                   every sample, so its [0.5, 0.5] is exact. Every interval given contains its score: an end
                   the score lies beyond is moved to it. The score is computed by scikit-learn or scipy on the
                   arrays and the resamples from counts, so a resample equal to the sample can differ from it
                   by an ulp, and a skewed bootstrap can put more than (1 - level) / 2 of its resamples on one
                   side of the score; the percentile interval then excludes its own estimate, and widening it
-                  to the estimate can only raise its coverage;
+                  to the estimate can only raise its coverage. At least :data:`MIN_RESAMPLES` resamples
+                  (:func:`check_resamples`);
 ``flat_auc``      can p_i tell a *flat* (zero-variance, zero-advantage) group before rollout, the
                   question a pre-rollout filter such as GRESO (Zheng et al. 2025, arXiv 2506.02177)
                   answers from history? Each eval prompt's target outcomes are cut into consecutive
@@ -44,21 +47,55 @@ Metrics (each over the eval half's target outcomes):
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
+
+from ..probe_settings.stages import MIN_BOOTSTRAP
 
 __all__ = ["brier_score", "auc_score", "binary_auc", "flat_group_outcomes", "flat_group_auc", "spearman_rho",
            "reliability_bins", "success_rate", "bootstrap_metrics", "BOOTSTRAP_RESAMPLES", "BOOTSTRAP_LEVEL",
-           "MIN_INTERVAL_PROMPTS"]
+           "MIN_INTERVAL_PROMPTS", "MIN_RESAMPLES", "check_resamples"]
 
 #: Resamples and coverage of :func:`bootstrap_metrics` (``difficulty-eval``'s defaults).
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_LEVEL = 0.90
+#: The fewest bootstrap resamples of an interval (``--resamples`` of ``difficulty-eval`` and ``rank-prompts``): the
+#: minimum of ``gradprobe probe --bootstrap``, for the same reason (:func:`check_resamples`).
+MIN_RESAMPLES = MIN_BOOTSTRAP
 #: Eval prompts with a target outcome below which :func:`bootstrap_metrics` gives no interval: one prompt is drawn
 #: alone in every resample, so the resamples cannot vary with the sample of prompts.
 MIN_INTERVAL_PROMPTS = 2
 #: Relative spread (max - min over max(1, |value|)) of the resampled scores at or below which they count as all
 #: equal: a few float64 ulps of rounding, far below any sampling error.
 NO_SPREAD = 1e-12
+
+
+def check_resamples(resamples, *, level: float, default: int, unit: str = "resamples", estimate: str = "the score",
+                    where: str = "resamples (--resamples)") -> int:
+    """``resamples`` (``--resamples``) as an int, checked: an integer of at least :data:`MIN_RESAMPLES`.
+
+    A percentile interval at ``level`` is the (1 - level) / 2 and (1 + level) / 2 quantiles of the resamples (Efron &
+    Tibshirani 1993, *An Introduction to the Bootstrap*, sec. 13.3): with a handful of resamples each bound is one or
+    two resamples' values (with one, both bounds are the same value), which need not contain the estimate they bound
+    and are no interval. ``gradprobe probe --bootstrap`` refuses fewer for the same reason
+    (:class:`gradprobe.probe_settings.stages.RunSettings`). ``level`` (in (0, 1)), ``default``, ``unit`` (what a
+    resample is called: ``"bootstrap refits"``), ``estimate`` (what the interval bounds) and ``where`` (the setting
+    and its flag) word the message.
+
+    Raises
+    ------
+    ValueError
+        Naming ``where`` (``resamples (--resamples)``), the value and the minimum: not an integer (a bool is not),
+        or fewer than :data:`MIN_RESAMPLES`.
+    """
+    if isinstance(resamples, bool) or not isinstance(resamples, numbers.Integral):
+        raise ValueError(f"{where} must be an integer, got {resamples!r}")
+    if resamples < MIN_RESAMPLES:
+        raise ValueError(f"{where} must be at least {MIN_RESAMPLES} {unit} (default {default}: a {level * 100:g}% "
+                         f"percentile interval needs enough {unit} in each {(1 - level) * 50:g}% tail; with fewer its "
+                         f"bounds are single {unit}, which need not contain {estimate}), got {resamples}")
+    return int(resamples)
 
 
 def _flatten(p, y):
@@ -283,7 +320,7 @@ def bootstrap_metrics(p, y, *, resamples: int = BOOTSTRAP_RESAMPLES, level: floa
     y : ndarray, shape (M, K)
         0/1 target outcomes, NaN = missing.
     resamples : int
-        B >= 1.
+        B >= :data:`MIN_RESAMPLES` (:func:`check_resamples`).
     level : float
         Coverage in (0, 1).
     seed : int
@@ -310,17 +347,18 @@ def bootstrap_metrics(p, y, *, resamples: int = BOOTSTRAP_RESAMPLES, level: floa
     Raises
     ------
     ValueError
-        ``resamples`` < 1, ``level`` outside (0, 1), ``p`` and ``y`` of different lengths, or ``group_size`` not in
-        [1, K].
+        ``level`` outside (0, 1), ``p`` and ``y`` of different lengths, ``group_size`` not in [1, K], or ``resamples``
+        not an integer of at least :data:`MIN_RESAMPLES` (:func:`check_resamples`).
     """
     p, y = np.asarray(p, dtype=np.float64).reshape(-1), np.asarray(y, dtype=np.float64)
-    if resamples < 1 or not 0 < level < 1 or y.ndim != 2 or len(y) != len(p):
-        raise ValueError(f"bootstrap_metrics: need resamples >= 1, level in (0, 1) and y of shape (M, K) for M = "
-                         f"{len(p)} predictions; got {resamples}, {level} and {y.shape}")
+    if not 0 < level < 1 or y.ndim != 2 or len(y) != len(p):
+        raise ValueError(f"bootstrap_metrics: need level in (0, 1) and y of shape (M, K) for M = {len(p)} predictions; "
+                         f"got {level} and {y.shape}")
+    resamples = check_resamples(resamples, level=level, default=BOOTSTRAP_RESAMPLES)
     point, groups = (None, None) if group_size is None else _flat_groups(p, y, group_size)
     rule = _Rule(resamples, level, int(np.isfinite(y).any(axis=1).sum()), bool(p.size == 0 or np.ptp(p) == 0))
     if rule.prompts:
-        got, flat = _resampled(p, y, groups, resamples, seed)
+        got, flat, rule.varied = _resampled(p, y, groups, resamples, seed)
     else:  # nothing to resample (M = 0 too): every score is undefined, its reason NO_OUTCOME (_Rule.interval)
         got = {name: [np.full(resamples, np.nan)] for name in _LABELS}
         flat = {kind: [np.full(resamples, np.nan)] for kind in FLAT_KINDS}
@@ -335,24 +373,44 @@ def bootstrap_metrics(p, y, *, resamples: int = BOOTSTRAP_RESAMPLES, level: floa
     return out
 
 
-def _resampled(p: np.ndarray, y: np.ndarray, groups: dict | None, resamples: int, seed: int) -> tuple[dict, dict]:
-    """({score: list of arrays}, {flat kind: list of arrays}): each score of :func:`bootstrap_metrics`'s ``resamples``
-    resamples, seeded by ``seed``, drawn in blocks of at most ~4M prompt counts; the flat-group AUCs only with
-    ``groups`` (:func:`_flat_groups`)."""
+def _resampled(p: np.ndarray, y: np.ndarray, groups: dict | None, resamples: int,
+               seed: int) -> tuple[dict, dict, bool]:
+    """({score: list of arrays}, {flat kind: list of arrays}, varied): each score of :func:`bootstrap_metrics`'s
+    ``resamples`` resamples, seeded by ``seed``, drawn in blocks of at most ~4M prompt counts; the flat-group AUCs
+    only with ``groups`` (:func:`_flat_groups`); ``varied``: whether the resamples drew the prompts with an outcome
+    in more than one set of proportions (:func:`_draws_vary`; else every score is the same in every resample,
+    whatever the prompts are)."""
     rng = np.random.default_rng([seed, 0xB007])
     block = max(1, 4_000_000 // max(len(p), 1))  # resamples per block: at most ~4M counts in memory
     got = {"brier": [], "auc": [], "spearman_rho": []}
     flat = {kind: [] for kind in FLAT_KINDS}
+    scored, first, varied = np.isfinite(y).any(axis=1), None, False
     for lo in range(0, resamples, block):
         b = min(block, resamples - lo)
         pick = rng.integers(0, len(p), (b, len(p)))
         w = np.bincount((np.arange(b)[:, None] * len(p) + pick).ravel(), minlength=b * len(p)).reshape(b, len(p))
+        first, varied = _draws_vary(w[:, scored], first, varied)
         for name, values in _resampled_scores(p, y, w.astype(np.float64)).items():
             got[name].append(values)
         if groups is not None:
             for kind, values in _resampled_flat_aucs(groups, w.astype(np.float64)).items():
                 flat[kind].append(values)
-    return got, flat
+    return got, flat, varied
+
+
+def _draws_vary(w: np.ndarray, first: np.ndarray | None, varied: bool) -> tuple[np.ndarray | None, bool]:
+    """(the first draw, whether the draws vary) after the resamples ``w`` (b, M') of :func:`_resampled`: each row
+    the counts of the prompts with an outcome in one resample. Every score is a function of the proportions of the
+    counts (the Brier score a ratio of weighted sums, the AUC a ratio of weighted pair counts, rho a correlation of
+    ranks that copying every prompt k times moves linearly), so draws of the same proportions give the same scores;
+    the draws vary when one row is not proportional to ``first`` (a row of all zeros defines no score and is
+    skipped). Compared in integers: exact."""
+    w = w[w.sum(axis=1) > 0]
+    if w.size == 0:
+        return first, varied
+    if first is None:
+        first = w[0]
+    return first, varied or bool((w * first.sum() != first[None, :] * w.sum(axis=1, keepdims=True)).any())
 
 
 def _point_scores(p: np.ndarray, y: np.ndarray) -> dict:
@@ -382,6 +440,7 @@ class _Rule:
 
     def __init__(self, resamples: int, level: float, prompts: int, constant: bool):
         self.resamples, self.level, self.prompts, self.constant = resamples, level, prompts, constant
+        self.varied = False  # whether the resamples drew the prompts in more than one set of proportions
 
     def interval(self, values: np.ndarray, point, label: str, undefined_reason: str, why: str, *,
                  by_construction: bool = False) -> tuple[list | None, int, str | None]:
@@ -405,6 +464,12 @@ class _Rule:
                                      "an interval needs it defined in at least half")
         if np.ptp(values) <= NO_SPREAD * max(1.0, float(np.abs(values).max())) and not (by_construction
                                                                                         and self.constant):
+            if not self.varied:  # the same draw every time says nothing about the prompts
+                return None, undefined, (f"every one of the {self.resamples} resamples drew the {self.prompts} "
+                                         "prompts with an outcome in the same proportions (by chance: so few prompts "
+                                         f"have few ways to be drawn), so each gives the same {label} and the "
+                                         "bootstrap cannot measure its sampling error; give more resamples "
+                                         "(--resamples) or more eval prompts")
             return None, undefined, (f"every resample gives the same {label} (the sample's) up to rounding: the "
                                      "prompts do not differ in it, so the bootstrap cannot measure its sampling error "
                                      "(a width of 0 would claim a precision the data do not give)")

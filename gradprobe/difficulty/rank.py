@@ -38,7 +38,9 @@ from ..tasks import load_task
 from ..tasks.base import repeated_prompts
 from .estimator import EstimatorConfig, check_unique_ids
 from .folder import check_output_folder
+from .intervals import LEVEL
 from .metadata import DEFAULT_KEYS, check_metadata_keys
+from .metrics import MIN_RESAMPLES, check_resamples
 from .progress import pool_problems
 from .rank_report import SMALL_FIT_PROMPTS, document, report
 from .rank_report import repeated_data_ids as _repeated_data_ids  # noqa: F401  (its old name here)
@@ -150,14 +152,21 @@ class RankSettings(PoolSettings):
     fit_prompts : int
         >= 1, pool prompts probed to fit the logistic model (at most the pool).
     resamples : int
-        >= 1, bootstrap refits of the logistic model behind the 90% intervals of p_hat and p_model
+        >= 10 (:data:`~gradprobe.difficulty.metrics.MIN_RESAMPLES`, the minimum of ``gradprobe probe --bootstrap``:
+        with fewer a 90% interval's bounds are single refits; :func:`~gradprobe.difficulty.metrics.check_resamples`),
+        bootstrap refits of the logistic model behind the 90% intervals of p_hat and p_model
         (:mod:`gradprobe.difficulty.intervals`; a refit costs about as much as the fit, 10-30 ms for 64 probed prompts
         on a CPU core); the bounds' Monte Carlo error shrinks as 1 / sqrt(resamples).
+
+    Raises
+    ------
+    ValueError
+        As :class:`PoolSettings`'s, and ``resamples (--resamples) must be at least 10 bootstrap refits (...), got 1``.
     """
 
     probe_samples: int = field(default=4, metadata={"min": 1})
     fit_prompts: int = field(default=64, metadata={"min": 1})
-    resamples: int = field(default=200, metadata={"min": 1})
+    resamples: int = field(default=200, metadata={"min": MIN_RESAMPLES})
 
     @classmethod
     def from_options(cls, options: Mapping) -> RankSettings:
@@ -192,6 +201,8 @@ def _checked(f: dataclasses.Field, value):
         if twice is not None:
             raise ValueError(f"{where} names {twice!r} twice; give each key once")
         return value
+    if f.name == "resamples":  # why so many, and the fix, in its message
+        return check_resamples(value, level=LEVEL, default=f.default, unit="bootstrap refits", estimate="p_hat")
     if f.name == "dtype" and value not in DTYPES:
         raise ValueError(f"{where} must be one of {', '.join(DTYPES)}, got {value!r}")
     if f.type == "bool":

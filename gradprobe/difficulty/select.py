@@ -241,7 +241,8 @@ class PromptSelector:
         if state is None:
             return
         if state["config"] != self.config.to_dict():
-            raise ValueError(f"checkpoint selector config {state['config']} differs from the run's {self.config.to_dict()}")
+            raise ValueError(f"checkpoint selector config {state['config']} differs from the run's "
+                             f"{self.config.to_dict()}")
         self.rule.load_state_dict(state)
         self.estimator.load_state_dict(state["estimator"])
         self._warned = bool(state.get("warned", False))

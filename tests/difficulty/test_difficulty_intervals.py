@@ -159,11 +159,11 @@ def test_rank_prompts_writes_and_prints_each_interval_the_model_and_what_its_tok
 
 def test_the_api_records_the_model_too_and_a_generated_model_is_said_to_have_no_weight_file(tmp_path):
     table = gradprobe.rank_prompts("tiny", "chain_sum", 3, fit_prompts=3, probe_samples=1, max_new_tokens=4,
-                                   resamples=5, progress=False)
+                                   resamples=10, progress=False)
     assert table.attrs["model_weights"]["digest"] == model_weights_identity("tiny")["digest"]
-    assert table.attrs["intervals"]["resamples"] == 5 and {"p_lo", "p_model_hi", "rate_lo"} <= set(table.columns)
+    assert table.attrs["intervals"]["resamples"] == 10 and {"p_lo", "p_model_hi", "rate_lo"} <= set(table.columns)
     lines = []
-    settings = RankSettings(fit_prompts=2, probe_samples=1, max_new_tokens=4, resamples=5, no_progress=True)
+    settings = RankSettings(fit_prompts=2, probe_samples=1, max_new_tokens=4, resamples=10, no_progress=True)
     rank_prompts("tiny-qwen2", "chain_sum", 2, say=lines.append, settings=settings)
     assert lines[0] == "model: tiny-qwen2 (no weight file identifies it: a model generated from the seed, or not " \
                        "identified)"

@@ -78,19 +78,19 @@ def test_a_pool_over_the_limit_is_refused_before_anything_is_built(tmp_path, cap
 
 def test_building_encoding_and_the_feature_forward_show_progress_unless_hidden(tmp_path, capsys):
     assert main(["rank-prompts", *ARGS, "--pool", "6", "--fit-prompts", "2", "--probe-samples", "1",
-                 "--resamples", "5", "--out", str(tmp_path / "a")]) == 0
+                 "--resamples", "10", "--out", str(tmp_path / "a")]) == 0
     err = capsys.readouterr().err
     # a reasoning-gym pool's size is known: done/total [elapsed<ETA (gradprobe.difficulty.progress.pool_problems)
     assert re.search(r"rank-prompts: building the pool of 6 prompts: +\d+%\|[^|]*\| *\d/6 \[[\d:]+<[\d:?]+", err)
     for bar, total in (("encoding 6 prompts", 6), ("features of 2 fit prompts", 2), ("features of 4 pool prompts", 4)):
         assert re.search(rf"rank-prompts: {bar}: +\d+%\|[^|]*\| *\d+/{total} \[", err), bar  # tqdm: done/total [
-    assert main(["difficulty-eval", *ARGS, "--pool", "6", "--samples", "2", "--resamples", "5",
+    assert main(["difficulty-eval", *ARGS, "--pool", "6", "--samples", "2", "--resamples", "10",
                  "--out", str(tmp_path / "b")]) == 0
     err = capsys.readouterr().err
     assert re.search(r"difficulty-eval: building the pool of 6 prompts: +\d+%\|[^|]*\| *\d/6 \[[\d:]+<", err)
     assert re.search(r"difficulty-eval: features of 6 prompts: +\d+%\|[^|]*\| *\d+/6 \[", err)
     assert main(["rank-prompts", *ARGS, "--pool", "6", "--fit-prompts", "2", "--probe-samples", "1",
-                 "--resamples", "5", "--no-progress", "--out", str(tmp_path / "c")]) == 0
+                 "--resamples", "10", "--no-progress", "--out", str(tmp_path / "c")]) == 0
     err = capsys.readouterr().err
     assert "building" not in err and "features of" not in err and "encoding" not in err
 
