@@ -15,7 +15,7 @@ from ..training.budget import reach_unrecorded, reach_warned_once
 from ..training.plan import PlanError, load_plan, replicate_plan
 from ..outputs import OutputDirError, prepare_output_dir, removed_if_left_empty, shell_word
 from ..tables import shown
-from .args import HelpFormatter, add_report_to, home, integer, out_path
+from .args import HelpFormatter, add_report_to, home, in_path, integer, out_path
 
 
 def add_study_parser(subparsers) -> None:
@@ -57,9 +57,11 @@ def add_study_parser(subparsers) -> None:
                         "frozen plan and partial outputs and start this plan there (refused once a run finished)")
     p.add_argument("--power", action="store_true",
                    help="print the seeds and held-out size for the plan's [power] min_effect at 80%% power")
-    p.add_argument("--pilot", default=None, type=home,
+    # --pilot "" / --replicate "" (an unset shell variable) are refused by name, not read as "not given" (.args.in_path)
+    p.add_argument("--pilot", default=None, type=in_path("a finished study folder as the pilot, or leave --pilot "
+                                                         "out for the plan's [power] pilot"),
                    help="with --power: the finished study whose variance to use (default: the plan's [power] pilot)")
-    p.add_argument("--replicate", default=None, metavar="DIR", type=home,
+    p.add_argument("--replicate", default=None, metavar="DIR", type=in_path("the finished study folder to replicate"),
                    help="re-run the finished study DIR's plan on fresh seeds and a fresh held-out set into --out")
     p.add_argument("--seed-offset", type=integer, default=None,
                    help="with --replicate: added to every seed and the held-out seed (default: the smallest "

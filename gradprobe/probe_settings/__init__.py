@@ -26,19 +26,22 @@ from dataclasses import dataclass, field
 
 from ..config import MCConfig, SamplingConfig
 from ..token_counts import parse_token_count
-from .stages import (DEFAULT_MC, DEFAULT_TASK, GUIDANCE_FLAG, MAX_SEED, BatchSettings, BudgetSettings, ModelSettings,
-                     ReferenceSettings, RunSettings, TaskSettings, UpdateSettings, check_batch_seeds, guidance_dict,
+from .stages import (DEFAULT_MC, DEFAULT_TASK, GUIDANCE_FLAG, MAX_COMPLETIONS, MAX_GROUP, MAX_POOL, MAX_SEED,
+                     BatchSettings, BudgetSettings, ModelSettings, ReferenceSettings, RunSettings, TaskSettings,
+                     UpdateSettings, check_batch_seeds, check_probe_batches, check_size, guidance_dict,
                      guidance_setting)
 
 __all__ = ["ProbeConfig", "DEFAULT_TASK", "DEFAULT_MC", "ModelSettings", "TaskSettings", "BatchSettings",
            "ReferenceSettings", "UpdateSettings", "BudgetSettings", "RunSettings", "STAGES", "SETTINGS", "RECORDED",
            "GUIDANCE_FLAG", "guidance_setting", "setting_names", "config_dict", "FORECASTERS", "check_forecaster",
-           "MAX_SEED", "check_batch_seeds"]
+           "MAX_SEED", "check_batch_seeds", "MAX_POOL", "MAX_GROUP", "MAX_COMPLETIONS", "check_probe_batches",
+           "check_size"]
 
 #: ``forecaster=`` of :func:`gradprobe.probe` and ``--forecaster``: ``auto`` (the forecaster that validated best)
 #: or one of the forecasters by name
 FORECASTERS = ("auto", "probe", "cost_only", "signal_proxy")
-#: an MCConfig field -> (its flag, what it counts): each must be >= 1 (as a plan's ``[mc]``)
+#: an MCConfig field -> (its flag, what it counts): each must be >= 1 (as a plan's ``[mc]``); ``continuations`` at
+#: most :data:`MAX_GROUP` too (:func:`_check_mc`)
 _MC_FIELDS = {"continuations": ("--continuations", "K, Monte-Carlo continuations drawn from every step boundary"),
               "max_steps": ("--max-steps", "steps a completion is split into at most")}
 
@@ -87,10 +90,11 @@ def _checked(stage: str, name: str, value, label: str):
             raise ValueError(f"{label}: {e}") from None
     if value is None and optional:
         return value
-    is_bool = isinstance(value, bool) or (type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool"))
+    is_bool = isinstance(value, bool) or (type(value).__module__ == "numpy"
+                                          and type(value).__name__ in ("bool_", "bool"))
     real = isinstance(value, numbers.Real) and not is_bool
     if base == "int":
-        if real and float(value).is_integer():
+        if real and (isinstance(value, numbers.Integral) or float(value).is_integer()):  # 10**400: no float
             return int(value)
         want = "an integer"
     elif base == "float":
@@ -125,11 +129,18 @@ def check_forecaster(value) -> str:
 
 
 def _check_mc(mc: MCConfig) -> None:
-    """Refuse MC settings below 1 (:data:`_MC_FIELDS`), naming the setting and its flag, before any compute."""
+    """Refuse MC settings below 1 (:data:`_MC_FIELDS`), naming the setting and its flag, and K continuations above
+    :data:`MAX_GROUP` (the K continuations of a step boundary are a group of completions of its prefix, all
+    sampled in one call and held in memory), before any compute."""
     for name, (flag, what) in _MC_FIELDS.items():
         value = getattr(mc, name)
         if isinstance(value, numbers.Real) and value < 1:
             raise ValueError(f"{name} ({flag}) must be >= 1 ({what}), got {value}")
+    if isinstance(mc.continuations, numbers.Real):
+        check_size(mc.continuations, "continuations", "--continuations", MAX_GROUP, "continuations per step boundary",
+                   "the continuations of every step boundary of every completion are sampled in one call and held in "
+                   "memory, and the limit is that of a group (--group), 64 times the largest GRPO group of the "
+                   "published recipes", "2-8 is the usual number")
 
 
 def setting_names() -> list[str]:
@@ -202,7 +213,9 @@ class ProbeConfig:
             (``prompts must be an integer, got '4' (str)``: integers, numbers, true/false and strings are
             checked; a whole float such as ``16.0`` is taken as 16), or the stage's own message for a bad value
             (naming the field and its flag; ``continuations (--continuations) must be >= 1 ...`` for an MC
-            setting below 1).
+            setting below 1), a size above its limit included (``prompts (--prompts) = 1,000,000,000 is more than
+            1,000,000 prompts: ...``: :data:`MAX_POOL` prompts, :data:`MAX_GROUP` completions per prompt or
+            continuations, :data:`MAX_COMPLETIONS` completions a batch), refused before any model loads.
         """
         base = base if base is not None else cls()
         stages = {name: getattr(base, name) for name in STAGES}
@@ -216,8 +229,8 @@ class ProbeConfig:
         for k, v in nested.items():
             fields = [x.name for x in dataclasses.fields(STAGES[k])]
             if isinstance(v, Mapping) and set(v) - set(fields):
-                raise ValueError(f"unknown probe setting(s) {', '.join(f'{k}.{x}' for x in sorted(set(v) - set(fields)))}"
-                                 f"; valid in {k}: {', '.join(fields)}")
+                extra = ', '.join(f'{k}.{x}' for x in sorted(set(v) - set(fields)))
+                raise ValueError(f"unknown probe setting(s) {extra}; valid in {k}: {', '.join(fields)}")
         for k, v in nested.items():
             if isinstance(v, Mapping):
                 v = {name: _checked(k, name, x, f"{k}.{name}") for name, x in v.items()}

@@ -11,12 +11,23 @@ import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-from ..config import LOSS_TYPE_NAMES, MAX_LR, MAX_SEED, MCConfig, preconditioner, reference_kind
+from ..config import LOSS_TYPE_NAMES, MAX_LR, MAX_POOL, MAX_SEED, MCConfig, preconditioner, reference_kind
 from ..tiers import TINY_FRONTIER_TASK
 
 __all__ = ["DEFAULT_TASK", "DEFAULT_MC", "ModelSettings", "TaskSettings", "BatchSettings", "ReferenceSettings",
            "UpdateSettings", "BudgetSettings", "RunSettings", "GUIDANCE_FLAG", "guidance_setting", "guidance_dict",
-           "split_loss_types", "MAX_SEED", "check_batch_seeds"]
+           "split_loss_types", "MAX_SEED", "check_batch_seeds", "MAX_POOL", "MAX_GROUP", "MAX_COMPLETIONS",
+           "check_probe_batches", "check_size"]
+
+#: The largest group a probe takes (``--group``, ``--heldout-group``, and K, ``--continuations``, the group of
+#: continuations drawn from each step boundary): 64 times the largest GRPO group of the published recipes
+#: (DeepSeekMath's 64; 8-16 is usual), far above any real use, low enough that a mistyped size is refused before
+#: its completions are sampled and held in memory.
+MAX_GROUP = 4096
+#: The most completions one probe batch samples (``--prompts`` x ``--group``, ``--heldout-prompts`` x
+#: ``--heldout-group``): every completion is sampled in one call and held in memory (its prompt's and its own token
+#: ids, its rewards) before any gradient; a usual batch is 16-256 prompts x 8-16 completions, a few thousand.
+MAX_COMPLETIONS = 10_000_000
 
 
 def _shown_seed(seed: int) -> str:
@@ -27,17 +38,76 @@ def _shown_seed(seed: int) -> str:
     return str(seed)
 
 
-def check_batch_seeds(seed: int, batches: int) -> None:
-    """Refuse, before any compute, probe batches whose seeds leave [0, :data:`MAX_SEED`]: batch k of ``batches`` is
-    sampled with ``seed + k`` (:func:`gradprobe.probe.batches.run_probe_batches`, and per policy
-    :func:`gradprobe.probe.checkpoints.run_probe_checkpoints`), so the last one is ``seed + batches - 1``.
+def _shown_count(n) -> str:
+    """A size as a refusal shows it: with thousands separators (``1,000,000``), or its size in digits when longer
+    than 256 bits (``format`` of an integer over 4300 digits raises)."""
+    if isinstance(n, int) and n.bit_length() > 256:
+        return f"an integer of about {int(n.bit_length() * math.log10(2)) + 1} digits"
+    return f"{n:,}"
+
+
+def check_size(value, name: str, flag: str, limit: int, unit: str, why: str, usual: str) -> None:
+    """Refuse a size setting above ``limit``, before anything is sampled or loaded.
 
     Raises
     ------
     ValueError
-        ``seed + batches - 1`` above :data:`MAX_SEED`: the message names both settings and the largest seed that
-        works with that many batches.
+        ``{name} ({flag}) = VALUE is more than LIMIT {unit}: {why}; give {flag} at most LIMIT ({usual})``.
     """
+    if value > limit:
+        raise ValueError(f"{name} ({flag}) = {_shown_count(value)} is more than {limit:,} {unit}: {why}; give {flag} "
+                         f"at most {limit:,} ({usual})")
+
+
+def _check_completions(prompts: int, group: int, names: tuple[str, str], flags: tuple[str, str]) -> None:
+    """Refuse ``prompts`` x ``group`` completions over :data:`MAX_COMPLETIONS` (ValueError naming both settings)."""
+    if prompts * group > MAX_COMPLETIONS:
+        raise ValueError(f"{names[0]} ({flags[0]}) x {names[1]} ({flags[1]}) = {_shown_count(prompts)} x "
+                         f"{_shown_count(group)} is {_shown_count(prompts * group)} completions, more than "
+                         f"{MAX_COMPLETIONS:,}: every completion of the batch is sampled in one call and held in "
+                         f"memory before any gradient; give fewer {flags[0]} or a smaller {flags[1]} (a probe batch is "
+                         f"usually 16-256 prompts x 8-16 completions)")
+
+
+def check_probe_batches(batches: int, prompts: int | None = None) -> None:
+    """Refuse, before any compute, more probe batches than :data:`MAX_POOL` training prompts hold: batch k draws its
+    own ``prompts`` distinct training prompts (:func:`gradprobe.probe.batches.run_probe_batches`), so ``batches`` x
+    ``prompts`` prompts are built in memory before the first batch, and a plan's ``[task] pool`` or
+    ``rank-prompts --pool`` takes at most :data:`MAX_POOL`. ``prompts`` None (not known to the caller): the
+    batches alone are bounded by :data:`MAX_POOL`.
+
+    Raises
+    ------
+    ValueError
+        ``batches`` (x ``prompts``) above :data:`MAX_POOL`: the message names ``--probe-batches`` (and
+        ``--prompts``), the limit and the largest number of batches that works.
+    """
+    if prompts is None:
+        check_size(batches, "probe_batches", "--probe-batches", MAX_POOL, "batches", "each batch draws its own "
+                   "--prompts distinct training prompts, all built in memory before the first batch, as a prompt "
+                   "pool of at most that many (MAX_POOL)", "1-10 is the usual number; the interval narrows as "
+                   "1/sqrt(N)")
+    elif batches * prompts > MAX_POOL:
+        raise ValueError(f"probe_batches (--probe-batches) x prompts (--prompts) = {_shown_count(batches)} x "
+                         f"{_shown_count(prompts)} is {_shown_count(batches * prompts)} distinct training prompts, "
+                         f"more than {MAX_POOL:,}: each batch draws its own prompts, all built in memory before the "
+                         f"first batch, as a prompt pool of at most that many (MAX_POOL); give --probe-batches at most "
+                         f"{max(1, MAX_POOL // prompts):,} with these --prompts (1-10 is the usual number)")
+
+
+def check_batch_seeds(seed: int, batches: int, prompts: int | None = None) -> None:
+    """Refuse, before any compute, probe batches whose seeds leave [0, :data:`MAX_SEED`]: batch k of ``batches`` is
+    sampled with ``seed + k`` (:func:`gradprobe.probe.batches.run_probe_batches`, and per policy
+    :func:`gradprobe.probe.checkpoints.run_probe_checkpoints`), so the last one is ``seed + batches - 1``; and more
+    batches (of ``prompts`` prompts each, when given) than :data:`MAX_POOL` prompts (:func:`check_probe_batches`).
+
+    Raises
+    ------
+    ValueError
+        Too many batches (:func:`check_probe_batches`); ``seed + batches - 1`` above :data:`MAX_SEED`: the message
+        names both settings and the largest seed that works with that many batches.
+    """
+    check_probe_batches(batches, prompts)
     if seed + batches - 1 > MAX_SEED:
         raise ValueError(f"seed (--seed) {_shown_seed(seed)} with {batches} probe batches (--probe-batches): batch k "
                          f"is sampled with seed + k, up to {_shown_seed(seed + batches - 1)}, above 2**63 - 1 (what "
@@ -118,12 +188,22 @@ class TaskSettings:
     skip_malformed: bool = False
 
 
+#: why a probe batch's prompts are bounded by MAX_POOL (named in the refusal)
+_POOL_WHY = ("every prompt of the batch is built in memory before anything is sampled, and no prompt pool is larger "
+             "(a plan's [task] pool and rank-prompts --pool take at most that many, MAX_POOL)")
+#: why a group is bounded by MAX_GROUP, and its usual size (named in the refusal)
+_GROUP_WHY = ("each completion is sampled and held in memory before any gradient, and the limit is 64 times the "
+              "largest GRPO group of the published recipes (DeepSeekMath's 64)")
+_GROUP_USUAL = "8-16 is the usual size"
+
+
 @dataclass(frozen=True)
 class BatchSettings:
     """The probe batch: ``prompts`` B training prompts x ``group`` G completions, sampled with ``seed``.
 
-    Raises ValueError: B < 1, G < 2 (group-relative advantages need two completions), seed outside [0, 2**63 - 1]
-    (what numpy's and torch's generators take, as ``--seed`` checks it).
+    Raises ValueError: B < 1 or above :data:`MAX_POOL` (a probe batch larger than a prompt pool), G < 2
+    (group-relative advantages need two completions) or above :data:`MAX_GROUP`, B x G above :data:`MAX_COMPLETIONS`,
+    seed outside [0, 2**63 - 1] (what numpy's and torch's generators take, as ``--seed`` checks it).
     """
 
     prompts: int = 16
@@ -133,9 +213,12 @@ class BatchSettings:
     def __post_init__(self):
         if self.prompts < 1:
             raise ValueError(f"prompts (--prompts) must be >= 1, got {self.prompts}")
+        check_size(self.prompts, "prompts", "--prompts", MAX_POOL, "prompts", _POOL_WHY, "16-256 is the usual size")
         if self.group < 2:
             raise ValueError(f"group (--group) must be >= 2 (group-relative advantages need two completions), "
                              f"got {self.group}")
+        check_size(self.group, "group", "--group", MAX_GROUP, "completions per prompt", _GROUP_WHY, _GROUP_USUAL)
+        _check_completions(self.prompts, self.group, ("prompts", "group"), ("--prompts", "--group"))
         if not 0 <= self.seed <= MAX_SEED:  # numpy's and torch's generators: any path to a probe (a TRL config too)
             raise ValueError(f"seed (--seed) must be in [0, 2**63 - 1] (it seeds numpy and torch), got "
                              f"{_shown_seed(self.seed)}")
@@ -166,7 +249,9 @@ class ReferenceSettings:
     cosine : bool
         Also compute cos(g_R, v) (one backward per reward).
 
-    Raises ValueError: an unknown kind or preconditioner, heldout sizes out of range, negative check rows.
+    Raises ValueError: an unknown kind or preconditioner, heldout sizes out of range (prompts in [1,
+    :data:`MAX_POOL`], group in [2, :data:`MAX_GROUP`], prompts x group at most :data:`MAX_COMPLETIONS`), negative
+    check rows.
     """
 
     kind: str = "heldout"
@@ -180,12 +265,18 @@ class ReferenceSettings:
     def __post_init__(self):
         if self.heldout_group < 2:
             raise ValueError(f"heldout_group (--heldout-group) must be >= 2 (RLOO baseline), got {self.heldout_group}")
+        check_size(self.heldout_group, "heldout_group", "--heldout-group", MAX_GROUP, "completions per prompt",
+                   _GROUP_WHY, _GROUP_USUAL)
         variant = reference_kind(self.kind)
         if variant.takes_path:  # direction:~/v.safetensors: the file under the home folder, not a folder named ~
             object.__setattr__(self, "kind", f"{variant.name}:{os.path.expanduser(variant.path(self.kind))}")
         preconditioner(self.precondition)
         if self.heldout_prompts < 1:
             raise ValueError(f"heldout_prompts (--heldout-prompts) must be >= 1, got {self.heldout_prompts}")
+        check_size(self.heldout_prompts, "heldout_prompts", "--heldout-prompts", MAX_POOL, "prompts", _POOL_WHY,
+                   "8-64 is the usual size")
+        _check_completions(self.heldout_prompts, self.heldout_group, ("heldout_prompts", "heldout_group"),
+                           ("--heldout-prompts", "--heldout-group"))
         if self.reference_check_rows < 0:
             raise ValueError(f"reference_check_rows must be >= 0 (0 = off), got {self.reference_check_rows}")
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -106,13 +107,14 @@ def detectable_effects(arms: dict, *, axis: str = "generated_tokens", control: s
     return {"axis": axis, "control": control, "power": power, "alpha": alpha, "alternative": alternative,
             "test": "paired t over seeds (statsmodels TTestPower)", "seeds": seeds, "per_arm": per_arm,
             "largest": max(effects) if effects else None, "reason": ctrl_why,
-            "note": (f"an exact sign-flip test (a hypothesis with test = \"sign_flip\") needs >= {k} seeds to reach alpha {alpha:g} "
-                     f"at all" + (f" (this study has {seeds})" if seeds < k else ""))}
+            "note": (f"an exact sign-flip test (a hypothesis with test = \"sign_flip\") needs >= {k} seeds to reach "
+                     f"alpha {alpha:g} at all" + (f" (this study has {seeds})" if seeds < k else ""))}
 
 
 def resolve_pilot(plan, pilot=None) -> Path:
     """The pilot folder: ``pilot`` or the plan's ``[power] pilot``, relative to the plan's folder
-    first, then the working directory; checked to be a finished study. Raises PowerError."""
+    first, then the working directory; a leading ``~`` or ``~user`` is that home folder (as every path of a plan,
+    option or API call: :func:`gradprobe.api.home_path`); checked to be a finished study. Raises PowerError."""
     if plan.power is None:
         raise PowerError(f"plan {plan.path} has no [power] section; add e.g.\n[power]\nmin_effect = 1.5   # points\n"
                          f'pilot = "data/study_tiny"   # a finished study whose variance to use')
@@ -120,6 +122,7 @@ def resolve_pilot(plan, pilot=None) -> Path:
     if not given:
         raise PowerError("power.pilot is empty and no --pilot was given: the seeds needed follow from a pilot's "
                          "variance; set [power] pilot = \"DIR\" or pass --pilot DIR (a finished study folder)")
+    given = os.path.expanduser(given)  # pilot = "~/x": the home folder's x, not a folder named ~ beside the plan
     candidates = [Path(given)] if Path(given).is_absolute() else [Path(plan.path).parent / given, Path(given)]
     found = next((c for c in candidates if c.is_dir()), candidates[-1])
     try:
