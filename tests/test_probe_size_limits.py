@@ -10,6 +10,8 @@ Nothing big is allocated here: each refusal comes from the settings' own check.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from gradprobe.probe_settings import (MAX_COMPLETIONS, MAX_GROUP, MAX_POOL, ProbeConfig, check_batch_seeds,
@@ -88,7 +90,12 @@ def test_a_plan_probe_table_gets_the_same_limits():
 
     from study_helpers import toy_plan
 
-    plan = parse_plan(toy_plan("toylimit") + "[probe]\ngroup = 5000\n")
+    with pytest.raises(PlanError) as e:  # when the plan loads, before a study folder is made
+        parse_plan(toy_plan("toylimit") + "[probe]\ngroup = 5000\n")
+    assert str(e.value).endswith("probe.group must be in [2, 4096] (group-relative advantages need two completions; "
+                                 "GRPO recipes use 8-64), got 5000")
+    plan = parse_plan(toy_plan("toylimit"))
+    plan = dataclasses.replace(plan, probe=dataclasses.replace(plan.probe, group=5000))  # a Plan built in code
     with pytest.raises(PlanError) as e:
         check_probe_settings(plan)
     assert str(e.value) == (f"[probe]: group (--group) = 5,000 is more than 4,096 completions per prompt: {GROUP_WHY}; "
@@ -130,4 +137,21 @@ def test_the_command_refuses_before_any_model_loads(tmp_path, monkeypatch, capsy
     assert main(["probe", "--group", "1000000000", "--out", str(out)]) == 2
     assert capsys.readouterr().err.startswith("gradprobe probe: error: group (--group) = 1,000,000,000 is more than "
                                               "4,096 completions per prompt: ")
+    assert not out.exists()
+
+
+def test_many_batches_of_a_few_prompts_are_refused_before_any_model_loads(tmp_path, monkeypatch, capsys):
+    import gradprobe.models
+    from gradprobe.cli import main
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(gradprobe.models, "load_policy", no_model)
+    out = tmp_path / "D"
+    # 100,000 batches pass the batch count's own bound, not batches x prompts (1,600,000 prompts)
+    assert main(["probe", "--probe-batches", "100000", "--prompts", "16", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.startswith(
+        "gradprobe probe: error: probe_batches (--probe-batches) x prompts (--prompts) = 100,000 x 16 is 1,600,000 "
+        "distinct training prompts, more than 1,000,000")
     assert not out.exists()

@@ -271,8 +271,14 @@ def test_probe_section():
     assert (plan.probe.prompts, plan.probe.group, plan.probe.heldout_group) == (32, 8, 4)
     with pytest.raises(PlanError, match="unknown key 'probe.lr'.*heldout_prompts"):
         parse_plan(base + "[probe]\nlr = 1e-4\n")
-    with pytest.raises(PlanError, match="probe.group must be >= 2"):
+    with pytest.raises(PlanError, match=r"probe.group must be in \[2, 4096\]"):
         parse_plan(base + "[probe]\ngroup = 1\n")
+    with pytest.raises(PlanError, match=r"probe.heldout_group must be in \[2, 4096\] \(group-relative advantages "
+                                        r"need two completions; GRPO recipes use 8-64\), got 5000$"):
+        parse_plan(base + "[probe]\nheldout_group = 5000\n")
+    with pytest.raises(PlanError, match=r"probe.prompts must be at most 1,000,000 \(every one is sampled and held in "
+                                        r"memory before any gradient\), got 1000000000$"):
+        parse_plan(base + "[probe]\nprompts = 1000000000\n")
     with pytest.raises(PlanError, match="probe.prompts must be > 0"):
         parse_plan(base + "[probe]\nprompts = 0\n")
 

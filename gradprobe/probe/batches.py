@@ -147,7 +147,7 @@ def run_probe_batches(config, *, batches: int = 1, out: str | Path | None = None
     """
     if not isinstance(batches, int) or batches < 1:
         raise ValueError(f"batches (--probe-batches) must be an integer >= 1, got {batches!r}")
-    check_batch_seeds(config.batch.seed, batches)  # batch k's seed is seed + k: refused before any compute
+    check_batch_seeds(config.batch.seed, batches, config.batch.prompts)  # seeds and batches x prompts: checked first
     if batches == 1:
         result = probe_run.run_probe(config, out=out, policy=policy, task=task, extra_rewards=extra_rewards,
                                      sampler=sampler)

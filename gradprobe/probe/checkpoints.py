@@ -216,7 +216,7 @@ def run_probe_checkpoints(config, checkpoints, *, batches: int = 1, out=None, po
     """
     if not isinstance(batches, int) or batches < 1:
         raise ValueError(f"batches (--probe-batches) must be an integer >= 1, got {batches!r}")
-    check_batch_seeds(config.batch.seed, batches)  # batch k's seed is seed + k: refused before any compute
+    check_batch_seeds(config.batch.seed, batches, config.batch.prompts)  # seeds and batches x prompts: checked first
     weights = checkpoint_weights(checkpoints)
     check_guided_task(config, task)
     with removed_if_left_empty(out):

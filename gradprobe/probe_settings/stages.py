@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-from ..config import LOSS_TYPE_NAMES, MAX_LR, MAX_POOL, MAX_SEED, MCConfig, preconditioner, reference_kind
+from ..config import LOSS_TYPE_NAMES, MAX_GROUP, MAX_LR, MAX_POOL, MAX_SEED, MCConfig, preconditioner, reference_kind
 from ..tiers import TINY_FRONTIER_TASK
 
 __all__ = ["DEFAULT_TASK", "DEFAULT_MC", "ModelSettings", "TaskSettings", "BatchSettings", "ReferenceSettings",
@@ -19,11 +19,6 @@ __all__ = ["DEFAULT_TASK", "DEFAULT_MC", "ModelSettings", "TaskSettings", "Batch
            "split_loss_types", "MAX_SEED", "check_batch_seeds", "MAX_POOL", "MAX_GROUP", "MAX_COMPLETIONS",
            "check_probe_batches", "check_size"]
 
-#: The largest group a probe takes (``--group``, ``--heldout-group``, and K, ``--continuations``, the group of
-#: continuations drawn from each step boundary): 64 times the largest GRPO group of the published recipes
-#: (DeepSeekMath's 64; 8-16 is usual), far above any real use, low enough that a mistyped size is refused before
-#: its completions are sampled and held in memory.
-MAX_GROUP = 4096
 #: The most completions one probe batch samples (``--prompts`` x ``--group``, ``--heldout-prompts`` x
 #: ``--heldout-group``): every completion is sampled in one call and held in memory (its prompt's and its own token
 #: ids, its rewards) before any gradient; a usual batch is 16-256 prompts x 8-16 completions, a few thousand.

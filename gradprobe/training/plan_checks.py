@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..config import MAX_LR, MAX_POOL, MAX_SEED, MCConfig
+from ..config import MAX_GROUP, MAX_LR, MAX_POOL, MAX_SEED, MCConfig
 from ..difficulty.config import SELECTION_KEYS, parse_selection
 from ..tasks.solutions import REFERENCE_SOLUTIONS, has_reference_solution
 from .coerce import build_section, check_positive, coerce, echo_value, fields_of
@@ -62,8 +62,10 @@ def check_train(t: TrainConfig, where: str) -> None:
         if not math.isfinite(getattr(t, k)):
             raise PlanError(f"{where}.{k} must be a finite number, got {echo_value(getattr(t, k))}")
     check_lr(t.lr, f"{where}.lr")
-    if t.group < 2:
-        raise PlanError(f"{where}.group must be >= 2 (group-relative advantages need two completions), got {t.group}")
+    if not 2 <= t.group <= MAX_GROUP:  # group-relative advantages need two; MAX_GROUP: gradprobe.config
+        raise PlanError(f"{where}.group must be in [2, {MAX_GROUP}] (group-relative advantages need two completions; "
+                        f"GRPO recipes use 8-64, and every completion of an update is held in memory), got "
+                        f"{echo_value(t.group)}")
     for k in ("weight_decay", "max_grad_norm", "warmup", "clip_low", "clip_high", "stats_every"):
         check_positive(getattr(t, k), f"{where}.{k}", allow_zero=True)
     if t.loss_type not in LOSS_TYPES:
@@ -452,16 +454,23 @@ def parse_power(table) -> PowerSpec:
 
 
 def check_probe(probe: ProbeSpec) -> None:
-    """Refuse ``[probe]`` sizes below one prompt or a group below two completions.
+    """Refuse ``[probe]`` sizes below one prompt or a group below two completions, and sizes above what a probe takes
+    (:data:`~gradprobe.config.MAX_POOL` prompts, :data:`~gradprobe.config.MAX_GROUP` completions per prompt or
+    continuations; :class:`gradprobe.probe_settings.stages.BatchSettings` refuses the same at the study's probe),
+    when the plan loads, before a study folder is made.
 
     Raises
     ------
     PlanError
-        Naming the key (``probe.group``...).
+        Naming the key (``probe.group``...), the value and the bound.
     """
     for k in ("prompts", "heldout_prompts", "continuations"):
         check_positive(getattr(probe, k), f"probe.{k}")
+        bound = MAX_GROUP if k == "continuations" else MAX_POOL
+        if getattr(probe, k) > bound:
+            raise PlanError(f"probe.{k} must be at most {bound:,} (every one is sampled and held in memory before any "
+                            f"gradient), got {echo_value(getattr(probe, k))}")
     for k in ("group", "heldout_group"):
-        if getattr(probe, k) < 2:
-            raise PlanError(f"probe.{k} must be >= 2 (group-relative advantages need two completions), "
-                            f"got {getattr(probe, k)}")
+        if not 2 <= getattr(probe, k) <= MAX_GROUP:
+            raise PlanError(f"probe.{k} must be in [2, {MAX_GROUP}] (group-relative advantages need two completions; "
+                            f"GRPO recipes use 8-64), got {echo_value(getattr(probe, k))}")

@@ -137,7 +137,11 @@ def test_budget_smaller_than_one_update_names_the_minimum(tmp_path):
 
 def test_values_of_the_wrong_type_or_range(tmp_path):
     assert "train.lr must be a number" in _error(tmp_path, BASE.replace("lr = 1e-3", 'lr = "fast"'))
-    assert "train.group must be >= 2" in _error(tmp_path, BASE.replace("group = 4", "group = 1"))
+    assert "train.group must be in [2, 4096] (group-relative advantages need two completions;" in _error(
+        tmp_path, BASE.replace("group = 4", "group = 1"))
+    assert _error(tmp_path, BASE.replace("group = 4", "group = 4097")).endswith(
+        "train.group must be in [2, 4096] (group-relative advantages need two completions; GRPO recipes use 8-64, "
+        "and every completion of an update is held in memory), got 4097")
     assert "dapo, dr_grpo, grpo" in _error(tmp_path, BASE.replace("lr = 1e-3", 'lr = 1e-3\nloss_type = "ppo"'))
     assert "sampling.temperature must be a finite number > 0" in _error(
         tmp_path, BASE.replace("max_new_tokens = 16", "max_new_tokens = 16\ntemperature = 0.0"))
