@@ -28,8 +28,8 @@ def overflow_parts(stats) -> dict[str, int] | None:
         return None
     counts = {}
     for name, n in parts.items():
-        if not isinstance(n, (int, float)) or isinstance(n, bool) or not (math.isfinite(n) and n >= 0
-                                                                         and float(n).is_integer()):
+        whole = isinstance(n, int) or isinstance(n, float) and math.isfinite(n) and n.is_integer()
+        if isinstance(n, bool) or not whole or n < 0:  # an int of any size: no float conversion (OverflowError)
             return None
         counts[str(name)] = int(n)
     return counts if any(counts.values()) else None
@@ -46,12 +46,13 @@ def part_overflow_text(parts: dict[str, int], groups: int | None = None, big: fl
     """Which parts of a hybrid overflowed float64 group statistics and what that did (``parts``:
     :func:`overflow_parts`; ``groups``: the batch's groups, ``big``: the largest |value| that overflowed, each left
     out when None): only the overflowing part's advantage is 0 in those groups. ``others_train``: the other part
-    still trains them (the probe's notes, the training warning), or, for a reward whose every advantage is 0
-    (:func:`no_signal_reason`), it gave them advantage 0 too.
+    still trains those of them where its own values differ (the probe's notes, the training warning; where they are
+    equal it gives advantage 0 too), or, for a reward whose every advantage is 0 (:func:`no_signal_reason`), it gave
+    them advantage 0 too.
 
     e.g. "in 1 of 4 group(s) the part 'mc_value' overflowed float64 group statistics (its values differ there but
     are too large, |value| up to 1e+308): that part's advantage is 0 in those groups; the other part ('outcome')
-    still trains them". Raises nothing."""
+    still trains those where its own values differ". Raises nothing."""
     over = [p for p, n in parts.items() if n]
     rest = [p for p, n in parts.items() if not n]
     where = " and ".join(f"in {parts[p]}{f' of {groups}' if groups is not None and i == 0 else ''}"
@@ -61,11 +62,11 @@ def part_overflow_text(parts: dict[str, int], groups: int | None = None, big: fl
             f"there but are too large{size}): ")
     if not rest:
         return text + ("in each such group that part's advantage is 0; the other part still trains the group "
-                       "unless it overflowed there too" if others_train else
+                       "where its own values differ and did not overflow" if others_train else
                        "in each such group that part's advantage is 0, and the other part's is 0 there too")
     part = f"the other part{'s' if len(rest) > 1 else ''} ({names_text(rest)})"
     return text + (f"that part's advantage is 0 in those groups; {part} still train{'' if len(rest) > 1 else 's'} "
-                   "them" if others_train else
+                   "those where its own values differ" if others_train else
                    f"that part's advantage is 0 in those groups, and {part} trained none of them either (its "
                    "advantage there is 0 too)")
 

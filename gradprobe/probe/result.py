@@ -253,8 +253,9 @@ def diagnose(batch, reference: dict, outputs: dict) -> list[str]:
 def _overflow_note(name: str, stats: dict, groups: int) -> str:
     """:func:`diagnose`'s warning on a reward whose group statistics overflow float64 (``stats``:
     ``nonfinite_groups``, ``overflow_max_abs_reward``; :func:`gradprobe.grpo.advantages.group_normalize`). For a
-    hybrid that records its parts (``nonfinite_part_groups``, :func:`gradprobe.forecast.overflow_parts.overflow_parts`) it
-    names the part that overflowed: only that part's advantage is 0 in those groups, the other part trains them."""
+    hybrid that records its parts (``nonfinite_part_groups``, :func:`gradprobe.forecast.overflow_parts.overflow_parts`)
+    it names the part that overflowed: only that part's advantage is 0 in those groups, the other part still trains
+    those where its own values differ."""
     big = float(stats.get("overflow_max_abs_reward") or 0.0)
     parts = overflow_parts(stats)
     if parts is not None:

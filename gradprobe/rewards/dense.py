@@ -113,12 +113,13 @@ def hybrid_overflow_stats(part: dict, outcome: dict, lam: float, *, part_name: s
     each part overflowed float64 group statistics (0 included). ``part_name`` names the first part to the user.
 
     Why: a group in which one part overflowed gets advantage 0 from that part only; the other part still trains it
-    (unless it overflowed there too). ``nonfinite_groups`` (the larger part's count) says that some part overflowed;
-    the per-part counts let the probe's notes and the training loop's warning say which part to rescale and that
-    the other still trains those groups (:func:`gradprobe.forecast.overflow_parts.overflow_parts`), not that the groups got
-    advantage 0. A part of weight 0 (``lam`` 0 or 1, which ``make_process_reward`` and ``prm_reward`` take) adds
-    nothing to the advantages, so its overflow zeroes none of them: it is left out, and the reward reads as the one
-    part that weighs (no ``nonfinite_part_groups``)."""
+    where its own values differ (and did not overflow). ``nonfinite_groups`` (the larger part's count) says that some
+    part overflowed; the per-part counts let the probe's notes and the training loop's warning say which part to
+    rescale and that the other still trains those groups where its values differ
+    (:func:`gradprobe.forecast.overflow_parts.overflow_parts`), not that the groups got advantage 0. A part of weight
+    0 (``lam`` 0 or 1, which ``make_process_reward`` and ``prm_reward`` take) adds nothing to the advantages, so
+    its overflow zeroes none of them: it is left out, and the reward reads as the one part that weighs (no
+    ``nonfinite_part_groups``)."""
     weighted = {name: stats for name, stats, weight in ((part_name, part, lam), ("outcome", outcome, 1.0 - lam))
                 if weight != 0.0}
     out = overflow_stats(*weighted.values())

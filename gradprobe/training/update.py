@@ -267,15 +267,16 @@ def _warn_missing(reward: str, update: int, missing: int, rows: int) -> None:
     if missing:
         every = " (every completion: all of its advantages are 0)" if missing == rows else ""
         warnings.warn(f"update {update}: reward {reward!r}: {missing} of {rows} completions got no reward (None, NaN "
-                      f"or +-inf, or masked by the reward){every}; they are masked (advantage 0, left out of their group's mean "
-                      "and std), not scored 0; check the reward function", RuntimeWarning, stacklevel=2)
+                      f"or +-inf, or masked by the reward){every}; they are masked (advantage 0, left out of their "
+                      "group's mean and std), not scored 0; check the reward function", RuntimeWarning, stacklevel=2)
 
 
 def _warn_overflow(reward: str, update: int, stats: dict) -> None:
     """Warn (``RuntimeWarning``) when some groups' rewards differed but overflowed float64 group statistics
     (:func:`gradprobe.grpo.advantages.group_normalize` gave them advantage 0: they did not train). For a hybrid that
-    records its parts (:func:`gradprobe.forecast.overflow_parts.overflow_parts`) the warning names the part that overflowed:
-    only its advantage is 0 in those groups, and the other part still trains them."""
+    records its parts (:func:`gradprobe.forecast.overflow_parts.overflow_parts`) the warning names the part that
+    overflowed: only its advantage is 0 in those groups, and the other part still trains those where its own values
+    differ."""
     bad = int(stats.get("nonfinite_groups") or 0)
     if not bad:
         return

@@ -37,8 +37,8 @@ HUGE = StepValues(boundaries=[[1, 3]] * 4, values=[[1e308, -1e308], [-1e308, 1e3
                   v0=[0.0] * 4, rewards=[1.0, 0.0, 1.0, 0.0], group_size=4)
 PART_NOTE = ("in 1 of 1 group(s) the part 'mc_value' overflowed float64 group statistics (its values differ there but "
              "are too large, |value| up to 1e+308): that part's advantage is 0 in those groups; the other part "
-             "('outcome') still trains them; rescale the part 'mc_value' (e.g. divide its values by their largest "
-             "magnitude)")
+             "('outcome') still trains those where its own values differ; rescale the part 'mc_value' (e.g. divide "
+             "its values by their largest magnitude)")
 
 
 def _outcome(rewards: list[float]):
@@ -111,8 +111,8 @@ def test_a_process_hybrid_names_its_part_process(monkeypatch):
     assert _warned(out.stats) == [
         "update 1: reward 'hybrid': in 2 of 2 group(s) the part 'outcome' overflowed float64 group statistics (its "
         "values differ there but are too large, |value| up to 1e+200): that part's advantage is 0 in those groups; "
-        "the other part ('process') still trains them; rescale the part 'outcome' (e.g. divide its values by their "
-        "largest magnitude)"]
+        "the other part ('process') still trains those where its own values differ; rescale the part 'outcome' (e.g. "
+        "divide its values by their largest magnitude)"]
 
 
 def test_both_parts_overflowing_are_both_named():
@@ -120,7 +120,7 @@ def test_both_parts_overflowing_are_both_named():
     assert part_overflow_text(parts, 4, 1e200) == (
         "in 2 of 4 group(s) the part 'mc_value' and in 1 the part 'outcome' overflowed float64 group statistics (their "
         "values differ there but are too large, |value| up to 1e+200): in each such group that part's advantage is "
-        "0; the other part still trains the group unless it overflowed there too")
+        "0; the other part still trains the group where its own values differ and did not overflow")
     assert part_rescale_text(parts) == ("rescale the parts 'mc_value' and 'outcome' (e.g. divide their values by "
                                         "their largest magnitude)")
     line = _line(1, {"groups": 4, "nonfinite_groups": 2, "overflow_max_abs_reward": 1e200,
@@ -172,3 +172,25 @@ def test_a_never_trained_hybrid_run_names_the_part_to_rescale(monkeypatch, tmp_p
     plain = [_line(1, {k: v for k, v in stats.items() if k != "nonfinite_part_groups"})]
     assert overflowed_parts(plain) == [] and advice("overflowed", "hybrid", lines=plain) == (
         "rescale the reward 'hybrid' (keep |reward| far below 1e150, e.g. in [0, 1])")
+
+
+def test_a_count_beyond_a_float_is_read_as_a_count_not_an_overflow_error(tmp_path):
+    huge = 10 ** 400  # a hand-edited or damaged metrics.jsonl: json reads it as an int past float's range
+    line = _line(1, {"groups": 4, "nonfinite_groups": 2, "overflow_max_abs_reward": 1e308,
+                     "nonfinite_part_groups": {"mc_value": huge, "outcome": 0}})
+    assert overflowed_parts([line]) == ["mc_value"]  # was OverflowError: int too large to convert to float
+    assert "of the hybrid's parts, 'mc_value' overflowed" in describe([line])
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    assert never_trained(path) is not None  # the analysis of a never-trained arm reads it without raising
+
+
+def test_the_other_part_is_said_to_train_only_where_its_values_differ():
+    # process part equal in the group, outcome part overflowing: the hybrid's advantages there are all 0
+    process_adv, p_stats = group_normalize(torch.tensor([[0.5, 0.5, 0.5, 0.5]], dtype=torch.float64))
+    outcome_adv, o_stats = group_normalize(torch.tensor([[1e308, -1e308, 1e308, -1e308]], dtype=torch.float64))
+    assert (0.5 * process_adv + 0.5 * outcome_adv).abs().max().item() == 0.0
+    stats = dense.hybrid_overflow_stats(p_stats, o_stats, 0.5)
+    assert stats["nonfinite_part_groups"] == {"process": 0, "outcome": 1}
+    text = part_overflow_text({"process": 0, "outcome": 1}, 1, 1e308)
+    assert text.endswith("the other part ('process') still trains those where its own values differ")
