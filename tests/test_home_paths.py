@@ -80,9 +80,10 @@ def test_load_plan_expands_tilde(home):
     plan_file = write_plan(home, toy_plan("toyhome"))
     plan = gradprobe.load_plan("~/plan.toml")
     assert plan.path == str(plan_file) and plan.name == "toyhome" and list(plan.seeds) == [0, 1, 2]
-    with pytest.raises(PlanError, match=r"^plan '~no_such_user_gp9/p.toml' starts with ~ but names no home folder "
-                                        r"known here: give the full path$"):
-        gradprobe.load_plan("~no_such_user_gp9/p.toml")
+    (Path.cwd() / "~no_such_user_gp9").mkdir()  # a ~name no user has is a name, as a shell leaves it
+    literal = write_plan(Path.cwd() / "~no_such_user_gp9", toy_plan("toyliteral"))
+    assert gradprobe.load_plan("~no_such_user_gp9/plan.toml").path == str(Path("~no_such_user_gp9") / "plan.toml")
+    assert literal.is_file()
 
 
 def test_study_takes_tilde_plan_and_out(home):
@@ -173,3 +174,18 @@ def test_cli_out_equals_tilde_is_expanded(home):
     args = parser.parse_args(["train", "--plan=~/p.toml", "--arm=grpo", "--out=~/run"])
     assert args.out == str(home / "run")
     assert parser.parse_args(["probe", "--calibration=default"]).calibration == "default"
+
+
+def test_freeze_copies_and_records_the_home_plan_it_checked_not_a_folder_named_tilde(home):
+    from gradprobe.layout import PLAN_COPY, STUDY_JSON
+    from gradprobe.study.freeze import freeze_plan
+
+    plan_file = write_plan(home, toy_plan("toyhome"))
+    (Path.cwd() / "~").mkdir()  # a decoy: a folder literally named ~ holding another plan
+    write_plan(Path.cwd() / "~", toy_plan("decoy"))
+    plan, study = freeze_plan("~/plan.toml", Path.cwd() / "s")
+    assert plan.name == "toyhome"
+    frozen = (Path.cwd() / "s" / PLAN_COPY).read_bytes()
+    assert frozen == plan_file.read_bytes()  # was the decoy's bytes beside the home plan's sha256
+    recorded = json.loads((Path.cwd() / "s" / STUDY_JSON).read_text())
+    assert recorded["plan_sha256"] == plan.sha256 and recorded["plan_path"] == str(plan_file)

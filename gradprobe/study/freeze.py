@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -43,11 +44,19 @@ def load_study_plan(plan_path: str | Path, out: str | Path | None) -> Plan:
     read as it was run); any other plan is checked in full: a new study, another
     plan, or a folder without ``study.json`` that merely holds the plan as ``plan.toml`` (a plan kept in its own
     output folder is no study yet). Raises as ``load_plan``."""
+    plan_path = _home(plan_path)
     try:
         frozen = _frozen_in(out, sha256(Path(plan_path).read_bytes()))
     except (OSError, TypeError):  # load_plan names an unreadable plan or a path that is none
         frozen = False
     return load_plan(plan_path, check_reach=not frozen, check_reference=not frozen)
+
+
+def _home(plan_path):
+    """``plan_path`` with a leading ``~`` or ``~user`` expanded as :func:`~gradprobe.training.plan.load_plan` expands
+    it (:func:`os.path.expanduser`), so that the plan checked is the file frozen; anything that is no path is left
+    for ``load_plan`` to refuse."""
+    return os.path.expanduser(plan_path) if isinstance(plan_path, (str, os.PathLike)) else plan_path
 
 
 def _check_reference(plan: Plan, out) -> Plan:
@@ -137,6 +146,7 @@ def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False
     OutputDirError
         ``out`` cannot be created or written (names the path and the fix).
     """
+    plan_path = _home(plan_path)  # the file load_plan reads, copied and recorded below
     plan = _check_reference(plan if plan is not None else load_study_plan(plan_path, out), out)  # frozen: as run
     out = prepare_output_dir(Path(out))
     _check_as_new(plan, out)  # the folder now, under the lock: the plan's read, before it, may have seen it frozen
@@ -156,9 +166,7 @@ def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False
                          f"{study_json_fix(out)}")
     old = study_plan_sha(out)[0]
     if old is None:
-        lost = "does not exist" if not frozen.exists() else "cannot be read"
-        raise StudyError(f"{sj} records no plan_sha256 and {frozen} {lost}: which plan this study froze cannot be "
-                         f"told; restore {frozen} (or {sj}) from a copy of the study, or run the plan with a new --out")
+        raise _no_plan_record(sj, frozen)
     if old != plan.sha256:
         if restart and not finished_runs(out) and not _is_file(plan_path, frozen):  # --restart would delete it
             _restart_study(out, old, plan, plan_path)
@@ -173,6 +181,14 @@ def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False
         study = _new_study_json(plan, plan_path)
         write_json_atomic(sj, study)
     return _frozen_copy(plan, frozen, new=False), study  # plan_path's bytes, loaded above as the study's
+
+
+def _no_plan_record(sj: Path, frozen: Path) -> StudyError:
+    """The error for a study whose ``study.json`` (``sj``) records no plan sha256 and whose frozen plan (``frozen``)
+    is missing or unreadable: which plan it froze cannot be told; the fix is to restore either, or a new --out."""
+    lost = "does not exist" if not frozen.exists() else "cannot be read"
+    return StudyError(f"{sj} records no plan_sha256 and {frozen} {lost}: which plan this study froze cannot be "
+                      f"told; restore {frozen} (or {sj}) from a copy of the study, or run the plan with a new --out")
 
 
 def _is_file(path, other: Path) -> bool:

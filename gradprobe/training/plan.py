@@ -266,7 +266,7 @@ def load_plan(path: str | Path, *, check_schedule: bool = True, check_reach: boo
     Raises
     ------
     PlanError
-        Missing file (or a ``~user`` path of a user not known here), invalid TOML, an integer longer than Python reads
+        Missing file, invalid TOML, an integer longer than Python reads
         (over 4300 digits: its key, line, first 40 digits and length,
         :func:`~gradprobe.training.plan_toml.read_plan_toml`), an unknown key (full path + the
         valid keys), a value of the wrong type or range (a text value longer than 80 characters shown by its first 40
@@ -284,11 +284,7 @@ def load_plan(path: str | Path, *, check_schedule: bool = True, check_reach: boo
     if not isinstance(path, (str, os.PathLike)):  # worded as gradprobe.outputs.api_out's check of a path
         raise TypeError(f"path must be a path (str or os.PathLike) of a plan TOML file, got {echo_value(path)} "
                         f"({type(path).__name__})")
-    try:
-        p = Path(path).expanduser()  # a leading ~ or ~user is that home folder, as in a shell (and pandas' to_csv)
-    except RuntimeError:  # pathlib: "Could not determine home directory."
-        raise PlanError(f"plan {str(path)!r} starts with ~ but names no home folder known here: give the full "
-                        "path") from None
+    p = Path(os.path.expanduser(path))  # a leading ~ or ~user is that home folder, as in a shell (and pandas)
     try:
         raw = p.read_bytes()
     except OSError as e:
