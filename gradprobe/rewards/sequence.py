@@ -4,7 +4,9 @@ A TRL reward function (``GRPOTrainer(reward_funcs=...)``) is called as
 ``fn(prompts, completions, **columns) -> list[float | None]``; :func:`sequence_reward` wraps
 one into a :data:`~gradprobe.rewards.base.Reward`: rewards are group-normalised like
 ``outcome`` and broadcast over each completion's tokens. None or NaN means "no reward": the
-row is masked and counted, never silently zero (DESIGN.md, "Pitfalls").
+row is masked and counted, never silently zero (DESIGN.md, "Pitfalls"). For conversational data (TRL's list of
+``{"role", "content"}`` messages as the prompt) ``prompts`` and ``completions`` take TRL's conversational shapes
+(:func:`trl_prompts_and_completions`), so a reward written for such a dataset reads ``c[0]["content"]`` here too.
 
 Example
 -------
@@ -73,6 +75,50 @@ def trl_columns(batch: RolloutBatch) -> dict[str, list]:
     cols["problem_id"] = [p.id for p in rows]
     cols["completion_ids"] = [comp[n, : lengths[n]].tolist() for n in range(batch.num_rows)]
     return cols
+
+
+def _conversational(problem) -> bool:
+    """Whether ``problem``'s prompt is TRL's conversational format: a list of messages, which the loaders mark as a
+    :class:`~gradprobe.tasks.columns.PromptText` of ``prompt_format`` ``"conversational"`` (and which
+    :func:`gradprobe.tasks.prompts.format_prompt` renders through the chat template)."""
+    return getattr(problem.question, "prompt_format", None) == "conversational"
+
+
+def trl_prompts_and_completions(batch: RolloutBatch, name: str = "reward") -> tuple[list, list]:
+    """``(prompts, completions)`` as TRL's ``GRPOTrainer`` passes them to a reward function, each a list of length
+    N = B * G in row order (completion ``n`` is of problem ``n // G``).
+
+    Plain data (a string prompt, a bare question, a built-in task): ``prompts[n]`` is the problem's
+    ``Problem.question`` (the prompt as the data gives it, before gradprobe's instruction or chat template) and
+    ``completions[n]`` the decoded completion, both strings. Conversational data (every problem's prompt a list of
+    ``{"role", "content"}`` messages): ``prompts[n]`` is that list of messages (a copy per completion, so a reward
+    that changes it changes neither the problem nor another row) and ``completions[n]`` is
+    ``[{"role": "assistant", "content": text}]``, as TRL's ``GRPOTrainer._generate`` builds them for a
+    conversational batch (``is_conversational`` of the first prompt, ``trl/data_utils.py``) and
+    ``_calculate_rewards`` passes them (TRL ``main`` at f2cd577, ``trl/trainer/grpo_trainer.py``).
+
+    Raises
+    ------
+    RewardFunctionError
+        The batch mixes conversational and plain prompts (a ``jsonl:`` file whose prompt column holds both): TRL
+        takes one shape for the whole batch, read off its first prompt, and its datasets refuse a column of mixed
+        types, so no shape is TRL's; the message names ``name``, a problem of each kind and the fix.
+    """
+    g = batch.group_size
+    chat = [_conversational(p) for p in batch.problems]
+    if any(chat) and not all(chat):
+        first_chat, first_plain = chat.index(True), chat.index(False)
+        raise RewardFunctionError(
+            f"reward {name!r}: this batch mixes conversational prompts (problem "
+            f"{batch.problems[first_chat].id!r}: a list of messages) and plain ones (problem "
+            f"{batch.problems[first_plain].id!r}: a string); TRL passes one shape per batch and its datasets refuse a "
+            "prompt column of mixed types: write every prompt of the data as a list of {'role', 'content'} "
+            "messages, or every one as a string")
+    rows = [batch.problems[n // g] for n in range(batch.num_rows)]
+    if not any(chat):
+        return [p.question for p in rows], list(batch.completions)
+    prompts = [copy.deepcopy(list(p.question.messages)) for p in rows]
+    return prompts, [[{"role": "assistant", "content": text}] for text in batch.completions]
 
 
 def _to_float(value, name: str, index: int) -> float:
@@ -184,13 +230,14 @@ def sequence_reward(fn, *, name: str | None = None, scale: str = DEFAULT_SCALE):
     Parameters
     ----------
     fn : callable
-        ``fn(prompts: list[str], completions: list[str], **columns) -> list[float | None]`` (or a tensor or numpy
-        array of shape (N,) or (N, 1)), called by
-        keyword as TRL's ``GRPOTrainer`` calls its reward functions (so ``fn(completions, **kwargs)``
-        works too; a ``fn`` without ``**kwargs``, ``fn(completions)``, gets only the keywords it names, where
-        TRL would raise TypeError); ``prompts[n]`` is the problem's question (the dataset prompt, before the chat
-        template), ``completions[n]`` the decoded completion, ``columns`` as in
-        :func:`trl_columns`; all lists have length N = B * G in row order.
+        ``fn(prompts, completions, **columns) -> list[float | None]`` (or a tensor or numpy array of shape (N,) or
+        (N, 1)), called by keyword as TRL's ``GRPOTrainer`` calls its reward functions (so
+        ``fn(completions, **kwargs)`` works too; a ``fn`` without ``**kwargs``, ``fn(completions)``, gets only the
+        keywords it names, where TRL would raise TypeError); ``prompts`` and ``completions`` in TRL's shapes
+        (:func:`trl_prompts_and_completions`): for plain data ``prompts[n]`` is the problem's question (the dataset
+        prompt, before the chat template) and ``completions[n]`` the decoded completion, for conversational data
+        ``prompts[n]`` is the list of messages and ``completions[n]`` ``[{"role": "assistant", "content": text}]``;
+        ``columns`` as in :func:`trl_columns`; all lists have length N = B * G in row order.
     name : str, optional
         Reported name (default ``fn.__name__``).
     scale : {"group", "batch", "none"}
@@ -207,11 +254,13 @@ def sequence_reward(fn, *, name: str | None = None, scale: str = DEFAULT_SCALE):
     Raises
     ------
     RewardFunctionError
-        (when the reward is called) ``fn`` requires a parameter no column gives (the columns it could name are
-        listed), raised (chained as ``__cause__``; ``SystemExit`` too; the message on one line, :func:`one_line`),
-        returned a non-sequence (a dict too; None as a whole: None means no reward for one completion), a sequence
-        of the wrong length, a tensor or numpy array of a shape other than (N,) or (N, 1) (:func:`_row_values`: a
-        (G, B) table is not read in another order), or a non-numeric value (a bool, numpy's too, is 1.0 or 0.0).
+        (when the reward is called) the batch mixes conversational and plain prompts
+        (:func:`trl_prompts_and_completions`), ``fn`` requires a parameter no column gives (the columns it could
+        name are listed), raised (chained as ``__cause__``; ``SystemExit`` too; the message on one line,
+        :func:`one_line`), returned a non-sequence (a dict too; None as a whole: None means no reward for one
+        completion), a sequence of the wrong length, a tensor or numpy array of a shape other than (N,) or (N, 1)
+        (:func:`_row_values`: a (G, B) table is not read in another order), or a non-numeric value (a bool, numpy's
+        too, is 1.0 or 0.0).
     ValueError
         Unknown ``scale``.
     TypeError
@@ -227,8 +276,7 @@ def sequence_reward(fn, *, name: str | None = None, scale: str = DEFAULT_SCALE):
     accepts = _keywords_accepted(fn)
 
     def reward(batch: RolloutBatch, ctx: RewardContext | None = None) -> RewardOutput:
-        prompts = [batch.problems[n // batch.group_size].question for n in range(batch.num_rows)]
-        completions = list(batch.completions)
+        prompts, completions = trl_prompts_and_completions(batch, reward_name)
         columns = {"prompts": prompts, "completions": completions, **trl_columns(batch)}
         missing = _required_missing(fn, columns)
         if missing:
