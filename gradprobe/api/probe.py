@@ -19,6 +19,7 @@ import inspect
 import numbers
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -26,6 +27,7 @@ from pathlib import Path
 from ..layout import PROBE_JSON, rerun_advice
 from ..outputs import api_out, naming_out, read_probe_json
 from ..probe_settings import DEFAULT_TASK, MAX_SEED, ProbeConfig, check_forecaster
+from ..tasks import Task, not_a_task_spec
 from ..training.coerce import echo_value
 from . import home_path
 from .probe_result import ProbeFileError, ProbeResult, load_probe
@@ -161,11 +163,11 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
 
     Parameters
     ----------
-    model : str
+    model : str or os.PathLike
         ``tiny`` (the shipped tier), an alias (``smollm2-135m``, ``tiny-qwen2``, ``tiny-llama``), a
-        folder, a ``.gguf`` file or a hub id (:func:`gradprobe.models.load_policy`).
+        folder, a ``.gguf`` file or a hub id (:func:`gradprobe.models.load_policy`); not a loaded Policy.
     task : str, optional
-        A task spec (:func:`gradprobe.tasks.load_task`); default the tiny tier's frontier task.
+        A task spec (:func:`gradprobe.tasks.load_task`); default the tiny tier's frontier task; not a loaded Task.
     rewards : sequence
         Each a registered reward name (``gradprobe.rewards.REWARDS``), a TRL-style function ``f(prompts, completions,
         **columns) -> list[float | None]`` (wrapped with :func:`gradprobe.sequence_reward`, named after it), or a
@@ -211,8 +213,8 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
     gradprobe.rewards.RewardFunctionError
         A reward raised (``sys.exit()`` too) or returned something unusable; its attribute ``reward`` names it.
     TypeError
-        ``out`` is not a path, ``reference_curve`` is neither a path nor a ReferenceCurve, or ``rewards`` is neither a
-        sequence (a list) nor a string (before any compute).
+        ``out`` is not a path, ``reference_curve`` is neither a path nor a ReferenceCurve, ``rewards`` is neither a
+        sequence nor a string, ``model`` a Policy or ``task`` a Task (:func:`refuse_loaded_objects`) (before compute).
     OSError
         ``out`` cannot be written, is a file, holds a run, a study, a model, or a ``batch_K`` the probe writes that is
         no earlier probe's (before any compute). An earlier probe there is replaced whole; on an error it is put back.
@@ -252,6 +254,31 @@ _PYTHON_NAMES = {
     "generation_batch_size": ("batch_size", False),
     "no_progress": ("progress", True),
 }
+
+
+def refuse_loaded_objects(model, task, *, strict: bool = False) -> None:
+    """Refuse a ``model`` or ``task`` argument that is a loaded object where a spec is taken (an object is not taken:
+    the spec is loaded again), named by its type, never by its repr (a module dump). ``strict`` (``rank_prompts``,
+    which takes text or a path for each): any other value that is neither a str nor an ``os.PathLike`` too; else
+    (:func:`probe`, whose ``model`` and ``task`` may be stage dicts or objects of :class:`ProbeConfig`) those are its
+    settings' to check. Torch is imported only for a Policy (which exists only once :mod:`gradprobe.models` is) or a
+    strict refusal.
+
+    Raises
+    ------
+    TypeError
+        ``model`` is a :class:`gradprobe.models.Policy` (:func:`gradprobe.models.model_spec`'s message: the spec it
+        was loaded from to pass, ``model='tiny'``) or ``task`` a :class:`gradprobe.tasks.Task`
+        (:func:`gradprobe.tasks.not_a_task_spec`: its name to pass); with ``strict``, either of another type.
+    """
+    models = sys.modules.get("gradprobe.models")
+    if (models is not None and isinstance(model, models.Policy)) or (
+            strict and not isinstance(model, (str, os.PathLike))):
+        from ..models import model_spec
+
+        model_spec(model, "model")
+    if isinstance(task, Task) or (strict and not isinstance(task, (str, os.PathLike))):
+        raise not_a_task_spec(task, "task")
 
 
 def _refuse_command_line_only(settings: dict) -> None:
@@ -296,6 +323,7 @@ def _check_seed(settings: dict) -> None:
 def _config_and_rewards(model: str, task, rewards, settings: dict) -> tuple[ProbeConfig, dict]:
     """(config, {name: Reward} of the rewards that are no registered name) of :func:`probe`'s arguments;
     ``rewards`` may be one comma-separated string."""
+    refuse_loaded_objects(model, task)  # a Policy or Task object: the spec to pass named, not a stage's message
     _refuse_command_line_only(settings)
     _check_seed(settings)
     if isinstance(rewards, str):

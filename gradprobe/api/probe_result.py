@@ -823,8 +823,10 @@ def load_probe(dir: str | Path) -> ProbeResult:
         ``dir`` holds that record and no ``probe.json`` (a probe killed before it wrote one, or one still running):
         said so, with the command that probes again.
     ValueError
-        ``probe.json`` is not valid JSON (a UTF-8 byte-order mark is read), or not a JSON object with a ``rewards``
-        list (named); a reward entry's ``tokens_per_update`` or ``seconds_per_update`` is no finite number > 0
+        No probe.json at all: empty, ``calibrated.json`` or other JSON (what it is and the folder to pass named:
+        :func:`_refuse_other_file`); ``probe.json`` is not valid
+        JSON (a UTF-8 byte-order mark is read), or not a JSON object with a ``rewards`` list (named); a reward
+        entry's ``tokens_per_update`` or ``seconds_per_update`` is no finite number > 0
         (:func:`check_costs`: the file, the field and the fix named); a field every entry holds is missing or null
         (:func:`check_fields`); an entry's ``lr``, budget or ``tokens_per_update`` the file's ``config`` or batch
         records contradict (:func:`gradprobe.forecast.probe_input.check_entry_inputs`); an entry's recorded summary
@@ -841,7 +843,7 @@ def load_probe(dir: str | Path) -> ProbeResult:
         ``dir`` starts with ``~user`` for a user not known here (:func:`gradprobe.api.home_path`).
     """
     file = _probe_file(home_path(api_out(dir, "dir"), "dir"))  # a leading ~ is the home folder
-    raw = read_probe_json(file, rerun_advice(file.parent))  # a UTF-8 byte-order mark is read; one-line refusals
+    raw = _read_probe(file)
     check_costs(raw, file)
     check_fields(raw, file)
     from ..forecast.probe_input import check_entry_inputs, probe_batches_of  # numpy: on the first read only
@@ -851,6 +853,72 @@ def load_probe(dir: str | Path) -> ProbeResult:
     result = ProbeResult(raw, file.parent)
     result._forecast_section()  # the section's shape as the table reads it (its numbers: calib apply's)
     return result
+
+
+#: the ``"format"`` of gradprobe's other JSON files (a probe.json has none) -> what such a file is
+_OTHER_FORMATS = {"gradprobe-calibrated": "the output of `calib apply` (calibrated.json)",
+                  "gradprobe-calibration": "a calibration file (`calib fit`)",
+                  "gradprobe.reference_curve": "a reference curve file (ReferenceCurve.save)"}
+
+#: top-level keys of a probe.json, of which every probe.json holds ``config`` and ``rewards``
+_PROBE_KEYS = ("config", "rewards")
+
+
+def _read_probe(file: Path) -> dict:
+    """``file`` read as :func:`gradprobe.outputs.read_probe_json` reads a probe.json (a UTF-8 byte-order mark read;
+    one-line refusals ending in :func:`rerun_advice`), a file that is no probe.json at all refused first as what it
+    is (:func:`_refuse_other_file`)."""
+    try:
+        raw = read_probe_json(file, rerun_advice(file.parent))
+    except ValueError:
+        _refuse_other_file(file, _json_or_none(file))  # an empty file or another file's JSON: no probe's
+        raise
+    _refuse_other_file(file, raw)
+    return raw
+
+
+def _json_or_none(file: Path):
+    """``file`` parsed as JSON (a byte-order mark read), ``""`` for an empty or blank file, None when it cannot be
+    read or parsed (its reader's own message says why)."""
+    try:
+        text = file.read_text(encoding="utf-8-sig")
+        return json.loads(text) if text.strip() else ""
+    except (OSError, ValueError):
+        return None
+
+
+def _refuse_other_file(file: Path, doc) -> None:
+    """ValueError for a ``file`` :func:`load_probe` was given that is no probe.json at all, so that the "re-run
+    gradprobe probe" of a damaged probe.json is not offered for it: an empty file, a JSON document with a
+    ``"format"`` (gradprobe's other files, :data:`_OTHER_FORMATS`, write one; a probe.json none), one holding none
+    of :data:`_PROBE_KEYS`, or a file of another name without ``config``. The message says what the file is and to
+    pass the folder ``gradprobe probe --out`` wrote (the file's own folder when it holds a probe.json; for an empty
+    probe.json, also how to write it again, :func:`rerun_advice`). A probe.json
+    that holds ``config`` or ``rewards`` passes: its missing fields are its reader's to name."""
+    if doc == "":
+        what = "is empty"
+    elif not isinstance(doc, dict):
+        return
+    elif isinstance(doc.get("format"), str):
+        what = "is " + _OTHER_FORMATS.get(doc["format"], f'JSON of "format": {json_short(doc["format"])}')
+    elif not any(k in doc for k in _PROBE_KEYS) or (file.name != PROBE_JSON and "config" not in doc):
+        what = (f"is JSON without the {' and '.join(repr(k) for k in _PROBE_KEYS if k not in doc)} that every "
+                "probe.json holds")
+    else:
+        return
+    beside = file.parent / PROBE_JSON
+    here = f" ({shell_word(file.parent)} holds one)" if beside != file and _has_bytes(beside) else ""
+    again = f", or {rerun_advice(file.parent)}" if doc == "" and file.name == PROBE_JSON else ""
+    raise ValueError(f"{file} {what}, not a probe.json of gradprobe probe: pass the folder that `gradprobe probe "
+                     f"--out DIR` wrote (DIR holds its probe.json){here}{again}")
+
+
+def _has_bytes(file: Path) -> bool:
+    """Whether ``file`` is a file that is not empty."""
+    try:
+        return file.is_file() and file.stat().st_size > 0
+    except OSError:
+        return False
 
 
 def _probe_file(path: Path) -> Path:

@@ -17,6 +17,7 @@ from ..difficulty.rank import RankSettings, rank_prompts as rank
 from ..outputs import api_out, naming_out
 from ..training.run_folder import model_weights_identity
 from . import home_path
+from .probe import refuse_loaded_objects
 
 
 __all__ = ["rank_prompts"]
@@ -34,10 +35,10 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
 
     Parameters
     ----------
-    model : str
-        ``tiny``, ``tiny-qwen2``, ``smollm2-135m``, a folder, ``.gguf`` file or hub id.
+    model : str or os.PathLike
+        ``tiny``, ``tiny-qwen2``, ``smollm2-135m``, a folder, ``.gguf`` file or hub id; not a loaded Policy.
     task : str
-        Task spec, e.g. ``chain_sum:min_terms=2,max_terms=4``.
+        Task spec, e.g. ``chain_sum:min_terms=2,max_terms=4``; not a loaded Task.
     pool : int
         N, pool prompts (>= 1).
     out : path, optional
@@ -72,7 +73,9 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
         prompt ids; ``out`` an empty or blank string (it would mean the current folder, as ``--out ''``:
         :func:`gradprobe.outputs.api_out`), or one starting with ``~user`` for a user not known here.
     TypeError
-        ``out`` is neither None, a str nor an ``os.PathLike``.
+        ``out`` is neither None, a str nor an ``os.PathLike``; ``model`` or ``task`` is neither a str nor an
+        ``os.PathLike`` (a loaded Policy or Task: the spec to pass named,
+        :func:`gradprobe.api.probe.refuse_loaded_objects`).
     OSError
         ``out`` cannot be written (:class:`gradprobe.outputs.OutputDirError`, the fix saying "choose another out"): a
         file in the way, a broken link or a symlink loop, an unwritable folder, or a folder holding another command's
@@ -81,6 +84,7 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
         Unknown model.
     """
     settings = RankSettings.from_options(_progress_option(options))  # refuses bad options before any compute
+    refuse_loaded_objects(model, task, strict=True)  # a Policy, Task or number: the argument and the fix named
     out = None if out is None else home_path(api_out(out), "out")  # '' (the current folder) refused; ~ expanded
     with naming_out("out"):  # its output fixes say "choose another out", the argument (a block, not a decorator:
         # the deprecation warning above points at the caller's line, stacklevel=3)

@@ -63,6 +63,22 @@ GSM8K_OPTIONS = ("skip_malformed", "heldout_fraction")
 DATA_TASK_OPTIONS = {"gsm8k": GSM8K_OPTIONS, "jsonl": DATASET_OPTIONS, "hf": DATASET_OPTIONS}
 
 
+def not_a_task_spec(value, argument: str = "spec") -> TypeError:
+    """The TypeError for a task argument ``value`` that is no spec string, naming ``argument``, the value (cut short)
+    and its type: ``spec must be a string (a task spec, e.g. 'chain_sum'), got 3 (int)``. A loaded :class:`Task` is
+    named by its type alone (its repr may be long), with the spec to pass instead (its ``name`` when it has one:
+    ``task='chain_sum'``): a task object is not taken, its spec is loaded again."""
+    if isinstance(value, Task):
+        name = getattr(value, "name", None)
+        eg = f"{argument}={name!r}" if isinstance(name, str) and name else f"{argument}='chain_sum'"
+        return TypeError(f"{argument} must be a string (a task spec), got a {type(value).__name__} (a loaded task, "
+                         f"which is not taken): pass the spec it was loaded from, e.g. {eg} (with its options, if it "
+                         "was loaded with some: 'chain_sum:min_terms=2')")
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    return TypeError(f"{argument} must be a string (a task spec, e.g. 'chain_sum'), got {shown} "
+                     f"({type(value).__name__})")
+
+
 def skip_malformed_kinds() -> list[str]:
     """The task kinds that accept ``skip_malformed`` (``--skip-malformed``), from :data:`DATA_TASK_OPTIONS`."""
     return [kind for kind, options in DATA_TASK_OPTIONS.items() if "skip_malformed" in options]
@@ -104,10 +120,10 @@ def load_task(spec: str, **config) -> Task:
     FileNotFoundError
         ``gsm8k:PATH`` with a missing path.
     TypeError
-        ``spec`` is not a string (``load_task("chain_sum")``; one spec, not a list).
+        ``spec`` is not a string (one spec, not a list; a loaded Task: its name given, :func:`not_a_task_spec`).
     """
     if not isinstance(spec, str):
-        raise TypeError(f"spec must be a string (a task spec, e.g. 'chain_sum'), got {spec!r} ({type(spec).__name__})")
+        raise not_a_task_spec(spec)
     spec = spec.strip()
     fewshot = config.pop("fewshot", None)
     if spec.startswith(("jsonl:", "hf:")) or spec in ("jsonl", "hf"):
