@@ -111,7 +111,7 @@ def _reference_curve(value) -> tuple[object, str | None]:
         raise ValueError(f"reference_curve is empty ({spec!r}): give a path or 'default' (the shipped tiny-tier "
                          "curve), or leave it None for the model's shipped curve (if any)")
     if str(spec).startswith("~"):  # the home folder, as on the command line; recorded as read: expanded
-        spec = str(home_path(Path(spec), "reference_curve"))
+        spec = str(home_path(Path(spec)))
     return load_reference_curve(spec), str(spec)
 
 
@@ -176,7 +176,7 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
     out : path, optional
         Output folder (``probe.json``, ``report.html``, ``alignment.safetensors``, ``tokens.jsonl``;
         checked writable before any compute). Default: a temporary folder that lives as long as the
-        result (:meth:`ProbeResult.write` copies it). A leading ``~`` is a home folder (unknown ``~user``: ValueError).
+        result (:meth:`ProbeResult.write` copies it). A leading ``~`` is a home folder (:func:`gradprobe.api.home_path`).
     probe_batches : int
         N probe batches on disjoint prompts sharing one reference direction (``--probe-batches``).
     checkpoints : str, path or sequence, optional
@@ -221,7 +221,7 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
     gradprobe.forecast.curves.CurveError
         ``reference_curve`` names nothing readable (before any compute; a ValueError).
     """
-    out = None if out is None else home_path(api_out(out), "out")  # '' refused (the current folder); ~ expanded
+    out = None if out is None else home_path(api_out(out))  # '' refused (the current folder); ~ expanded
     check_forecaster(forecaster)
     config, extra = _config_and_rewards(model, task, rewards, settings)  # refuses bad settings before compute
     curve, curve_spec = _reference_curve(reference_curve)

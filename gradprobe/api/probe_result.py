@@ -551,8 +551,7 @@ class ProbeResult:
             ``batch_K/`` folders also hold other files (named, with the fix); or the earlier probe's files cannot
             be moved aside. Nothing is written or moved then.
         ValueError, TypeError
-            ``dir`` is empty (``''``: it would be the current folder) or not a path, or starts with ``~user`` for a
-            user not known here.
+            ``dir`` is empty (``''``: it would be the current folder) or not a path.
         ProbeFileError
             This result has no folder to copy from, or a folder of it holds only one of ``alignment.safetensors``
             and ``tokens.jsonl`` (one was deleted: the copy would be incomplete); nothing is written then.
@@ -573,7 +572,7 @@ class ProbeResult:
         # torch-bound: deferred (module docstring)
         from ..probe.output import _other_output, claim_probe_file, replacing_earlier_probe
 
-        out = home_path(api_out(dir, "dir"), "dir")  # a leading ~ is the home folder, as on the command line
+        out = home_path(api_out(dir, "dir"))  # a leading ~ is the home folder, as on the command line
         refuse_file_in_the_way(out)  # a file, a broken link or a symlink loop (which Path.resolve raises on) in the way
         other = _other_output(out, "dir")
         if other is not None:
@@ -839,10 +838,8 @@ def load_probe(dir: str | Path) -> ProbeResult:
         :func:`gradprobe.layout.restore_advice`), a study's probe's (or guided arm's) the study's.
     TypeError
         ``dir`` is not a path (str or os.PathLike).
-    ValueError
-        ``dir`` starts with ``~user`` for a user not known here (:func:`gradprobe.api.home_path`).
     """
-    file = _probe_file(home_path(api_out(dir, "dir"), "dir"))  # a leading ~ is the home folder
+    file = _probe_file(home_path(api_out(dir, "dir")))  # a leading ~ is the home folder
     raw = _read_probe(file)
     check_costs(raw, file)
     check_fields(raw, file)

@@ -71,7 +71,7 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
         An unknown option (the valid names are listed), a bad value (the option and its flag are
         named), ``progress`` and ``no_progress`` both given, an unknown task, an empty pool, duplicate
         prompt ids; ``out`` an empty or blank string (it would mean the current folder, as ``--out ''``:
-        :func:`gradprobe.outputs.api_out`), or one starting with ``~user`` for a user not known here.
+        :func:`gradprobe.outputs.api_out`).
     TypeError
         ``out`` is neither None, a str nor an ``os.PathLike``; ``model`` or ``task`` is neither a str nor an
         ``os.PathLike`` (a loaded Policy or Task: the spec to pass named,
@@ -85,7 +85,7 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
     """
     settings = RankSettings.from_options(_progress_option(options))  # refuses bad options before any compute
     refuse_loaded_objects(model, task, strict=True)  # a Policy, Task or number: the argument and the fix named
-    out = None if out is None else home_path(api_out(out), "out")  # '' (the current folder) refused; ~ expanded
+    out = None if out is None else home_path(api_out(out))  # '' (the current folder) refused; ~ expanded
     with naming_out("out"):  # its output fixes say "choose another out", the argument (a block, not a decorator:
         # the deprecation warning above points at the caller's line, stacklevel=3)
         return rank(model, task, pool, out=out, settings=settings, model_identity=model_weights_identity)

@@ -181,14 +181,14 @@ def load_study(dir: str | Path) -> StudyResult:
         record: the message names the file and how to re-create the study's probe (delete that ``probe.json`` and
         resume the study with ``gradprobe study DIR/plan.toml --out DIR``; finished runs are kept; for a study
         without ``runs/``, restore it from a copy: :func:`gradprobe.layout.restore_advice`), or ``dir`` is empty
-        (``''``) or starts with ``~user`` for a user not known here.
+        (``''``).
     TypeError
         ``dir`` is not a path.
     """
     from ..study.folder import check_frozen_plan
     from ..study.reading import AnalysisError, load_runs
 
-    folder = home_path(api_out(dir, "dir"), "dir")  # a leading ~ is the home folder, as on the command line
+    folder = home_path(api_out(dir, "dir"))  # a leading ~ is the home folder, as on the command line
     if folder.is_file():  # a file of the study (study.json, runs.csv) given for its folder
         up = folder.parent
         parent = f" (its folder, {str(up)!r}, is one)" if (up / "plan.toml").is_file() else ""
@@ -261,7 +261,7 @@ def _study_probe(folder: Path):
 def _plan_path(plan) -> Path:
     """The file of a plan given as a path or a :class:`~gradprobe.training.plan.Plan` (unchanged since loaded)."""
     if isinstance(plan, (str, Path)):
-        return home_path(Path(plan), "plan")  # a leading ~ is the home folder, as on the command line
+        return home_path(Path(plan))  # a leading ~ is the home folder, as on the command line
     path, sha = getattr(plan, "path", None), getattr(plan, "sha256", None)
     if path is None or sha is None:
         raise TypeError(f"plan must be a path or a gradprobe.load_plan(...) result, got {type(plan).__name__}")
@@ -292,8 +292,7 @@ class Study:
     Raises
     ------
     ValueError
-        ``out`` is empty (``''``: it would be the current folder), refused as ``gradprobe study --out ''`` is; ``out``
-        or ``plan`` starts with ``~user`` for a user not known here.
+        ``out`` is empty (``''``: it would be the current folder), refused as ``gradprobe study --out ''`` is.
     TypeError
         ``out`` is not a path, or ``plan`` is neither a path nor a :func:`gradprobe.load_plan` result.
     PlanError
@@ -301,7 +300,7 @@ class Study:
     """
 
     def __init__(self, plan, out: str | Path):
-        self.out = home_path(api_out(out), "out")  # '' (the current folder) refused as `--out ''` is; ~ expanded
+        self.out = home_path(api_out(out))  # '' (the current folder) refused as `--out ''` is; ~ expanded
         self.plan_path = _plan_path(plan)
 
     def __repr__(self) -> str:
@@ -541,7 +540,7 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
         Bad plan, unknown arm, or a plan given without ``arm``; a budget argument that is not > 0, above the
         plan's budget or in conflict with another (naming it: ``updates= must be a whole number > 0 ...``).
     ValueError
-        ``out`` is empty (``''``: it would be the current folder) or starts with an unknown ``~user``, ``seed`` (or
+        ``out`` is empty (``''``: it would be the current folder), ``seed`` (or
         the RunConfig's) is not an integer in [0, 2**63 - 1], or ``arm`` is given with a RunConfig; before anything
         is loaded or written.
     TypeError
@@ -564,7 +563,7 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
     from ..study.folder import hold_run_folder
     from ..training.run import run_training
 
-    out = home_path(api_out(out), "out")  # '' (the current folder) refused as `--out ''` is; ~ expanded
+    out = home_path(api_out(out))  # '' (the current folder) refused as `--out ''` is; ~ expanded
     if not isinstance(run, (RunConfig, Plan, str, os.PathLike)):
         raise TypeError(f"run must be a RunConfig (plan.arm(name, seed)), a Plan (gradprobe.load_plan(PATH)) or the "
                         f"path of a plan TOML file, got {run!r} ({type(run).__name__})")
