@@ -19,26 +19,11 @@ import pytest
 
 import gradprobe
 from gradprobe.api.probe import ProbeFileError
-from gradprobe.training.plan import PlanError
+from home_helpers import home, nothing_in_cwd  # noqa: F401 (home: a fixture)
 from study_helpers import shipped_copy, toy_plan, write_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED_PROBE = ROOT / "data" / "study_tiny_heldout4k" / "probe"
-
-
-@pytest.fixture
-def home(tmp_path, monkeypatch) -> Path:
-    """HOME set to ``tmp_path/home`` and the working folder ``tmp_path/cwd`` (both restored by monkeypatch)."""
-    folder, cwd = tmp_path / "home", tmp_path / "cwd"
-    folder.mkdir()
-    cwd.mkdir()
-    monkeypatch.setenv("HOME", str(folder))
-    monkeypatch.chdir(cwd)
-    return folder
-
-
-def _no_tilde_in_cwd() -> None:
-    assert sorted(p.name for p in Path.cwd().iterdir()) == [], "something was written into the working folder"
 
 
 def _rows(path: Path) -> list[dict]:
@@ -50,7 +35,7 @@ def test_write_into_tilde_writes_under_home(home):
     out = result.write("~/x")
     assert out == home / "x"
     assert (home / "x" / "probe.json").read_bytes() == (SHIPPED_PROBE / "probe.json").read_bytes()
-    _no_tilde_in_cwd()
+    nothing_in_cwd()
     again = gradprobe.load_probe("~/x")  # and read back from there
     assert again.folder == home / "x"
     assert again.raw == json.loads((SHIPPED_PROBE / "probe.json").read_text())
@@ -96,7 +81,7 @@ def test_study_takes_tilde_plan_and_out(home):
     study = gradprobe.Study("~/plan.toml", "~/out")
     assert (study.plan_path, study.out) == (plan_file, home / "out")
     assert repr(study) == f"Study(plan={str(plan_file)!r}, out={str(home / 'out')!r})"
-    _no_tilde_in_cwd()
+    nothing_in_cwd()
 
 
 def test_load_study_expands_tilde(home):
@@ -105,7 +90,7 @@ def test_load_study_expands_tilde(home):
     assert loaded.folder == home / "s"
     expected = (home / "s" / "runs.csv").read_text().splitlines()
     assert len(loaded.runs) == len(expected) - 1  # the header
-    _no_tilde_in_cwd()
+    nothing_in_cwd()
 
 
 @pytest.mark.filterwarnings("ignore:updates .* no group trained:RuntimeWarning")  # the random tiny model
@@ -116,7 +101,7 @@ def test_train_expands_tilde_in_plan_and_out(home):
     metrics = _rows(home / "run" / "metrics.jsonl")
     assert len(result.metrics) == len(metrics) >= 1
     assert json.loads((home / "run" / "config.json").read_text())["run"]["arm"] == "grpo"
-    _no_tilde_in_cwd()
+    nothing_in_cwd()
 
 
 @pytest.mark.parametrize("call", ["probe", "rank_prompts"])
@@ -131,7 +116,7 @@ def test_out_refusals_name_the_expanded_folder(home, call):
             gradprobe.rank_prompts("tiny", "chain_sum", 4, out="~/f")
     assert str(home / "f") in str(info.value), str(info.value)
     assert (home / "f").read_text() == "mine"
-    _no_tilde_in_cwd()
+    nothing_in_cwd()
 
 
 def test_probe_reference_curve_tilde_is_read_and_recorded_expanded(home):
@@ -159,7 +144,7 @@ def test_load_task_jsonl_and_gsm8k_paths_expand_tilde(home):
     assert gsm.path == home / "d.jsonl"
     assert len(gsm.split_rows("train")) + len(gsm.split_rows("heldout")) == 10
     assert task_data_files("jsonl:~/d.jsonl") == {"jsonl:~/d.jsonl": (home / "d.jsonl").resolve()}
-    _no_tilde_in_cwd()
+    nothing_in_cwd()
 
 
 def test_cli_out_equals_tilde_is_expanded(home):

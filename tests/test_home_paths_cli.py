@@ -12,26 +12,11 @@ Each test points HOME at a temporary folder and works in another (both restored 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import pytest
 
+from home_helpers import home, nothing_in_cwd  # noqa: F401 (home: a fixture)
 from study_helpers import shipped_copy, toy_plan, write_plan
-
-
-@pytest.fixture
-def home(tmp_path, monkeypatch) -> Path:
-    """HOME set to ``tmp_path/home`` and the working folder ``tmp_path/cwd`` (both restored by monkeypatch)."""
-    folder, cwd = tmp_path / "home", tmp_path / "cwd"
-    folder.mkdir()
-    cwd.mkdir()
-    monkeypatch.setenv("HOME", str(folder))
-    monkeypatch.chdir(cwd)
-    return folder
-
-
-def _nothing_in_cwd() -> None:
-    assert sorted(p.name for p in Path.cwd().iterdir()) == [], "something was written into the working folder"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -104,7 +89,7 @@ def test_study_replicate_tilde_refusal_names_the_home_folder(home, capsys):
     assert err == (f"gradprobe study: error: --replicate: {str(home / 'src')!r} is not a folder; give the folder of a "
                    "study that `gradprobe study PLAN --out DIR` ran to the end\n")
     assert not (home / "new").exists()
-    _nothing_in_cwd()
+    nothing_in_cwd()
 
 
 def test_study_pilot_tilde_refusal_names_the_home_folder(home, capsys):
@@ -112,7 +97,7 @@ def test_study_pilot_tilde_refusal_names_the_home_folder(home, capsys):
     rc, err = _run(["study", "--power", "~/plan.toml", "--pilot=~/pilot"], capsys)
     assert rc == 2
     assert err.startswith(f"gradprobe study: error: --pilot: {str(home / 'pilot')!r} is not a folder; "), err
-    _nothing_in_cwd()
+    nothing_in_cwd()
 
 
 def test_study_reuse_runs_tilde_refusal_names_the_home_folder(home, capsys):
@@ -124,7 +109,7 @@ def test_study_reuse_runs_tilde_refusal_names_the_home_folder(home, capsys):
                    f"reuse needs the folder a study ran in (its runs/): give such a folder, or drop --reuse-runs "
                    f"{other}\n")
     assert not (home / "s").exists()
-    _nothing_in_cwd()
+    nothing_in_cwd()
 
 
 def test_study_positional_plan_given_as_a_word_reads_the_home_file(home, capsys):
@@ -140,7 +125,7 @@ def test_study_positional_plan_given_as_a_word_reads_the_home_file(home, capsys)
     assert err.startswith(f"gradprobe study: error: PLAN {plan} (sha256 {given}) is not the plan of the study "
                           f"{home / 's'} (sha256 "), err
     assert not (home / "s" / "reanalysis").exists()
-    _nothing_in_cwd()
+    nothing_in_cwd()
 
 
 def test_probe_checkpoints_tilde_refusal_names_the_home_path(home, capsys):
@@ -149,7 +134,7 @@ def test_probe_checkpoints_tilde_refusal_names_the_home_path(home, capsys):
     assert err == (f"gradprobe probe: error: --checkpoints: {home / 'missing'} does not exist; give a run folder, a "
                    "checkpoint-UUUUUU folder or a .safetensors weight file\n")
     assert not (home / "p").exists()
-    _nothing_in_cwd()
+    nothing_in_cwd()
 
 
 def test_probe_reference_direction_tilde_refusal_names_the_home_file(home, capsys):
@@ -158,7 +143,7 @@ def test_probe_reference_direction_tilde_refusal_names_the_home_file(home, capsy
     assert rc == 2
     assert err == f"gradprobe probe: error: direction file {str(home / 'v.safetensors')!r} does not exist\n"
     assert not (home / "p").exists()
-    _nothing_in_cwd()
+    nothing_in_cwd()
 
 
 # ----------------------------------------------------------------------------- expanded already: kept so
@@ -197,4 +182,4 @@ def test_model_and_reward_file_specs_expand_where_read(home):
     (home / "gp_folder.py").mkdir()  # a folder where the file would be: refused as a folder only once found
     with pytest.raises(UnknownRewardError, match=r"~/gp_folder\.py is a folder, not a Python file"):
         get_reward("~/gp_folder.py:f")
-    _nothing_in_cwd()
+    nothing_in_cwd()
