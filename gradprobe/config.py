@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass
 MAX_POOL = 1_000_000
 
 #: The largest group a probe or a plan takes (``--group``, ``--heldout-group``, a plan's ``[train] group``, and K,
-#: ``--continuations``, the group of continuations drawn from each step boundary): 64 times the largest GRPO group of the published recipes
-#: (DeepSeekMath's 64; 8-16 is usual), far above any real use, low enough that a mistyped size is refused before
-#: its completions are sampled and held in memory.
+#: ``--continuations``, the group of continuations drawn from each step boundary): 64 times the largest GRPO group
+#: of the published recipes (DeepSeekMath's 64; 8-16 is usual), far above any real use, low enough that a mistyped
+#: size is refused before its completions are sampled and held in memory.
 MAX_GROUP = 4096
 #: The largest seed numpy's and torch's generators take from every code path (``torch.manual_seed``: int64): every
 #: seed a command, a plan or the Python API accepts lies in [0, MAX_SEED] (:func:`gradprobe.cli.args.seed_int`,

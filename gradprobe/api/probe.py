@@ -176,7 +176,8 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
     out : path, optional
         Output folder (``probe.json``, ``report.html``, ``alignment.safetensors``, ``tokens.jsonl``;
         checked writable before any compute). Default: a temporary folder that lives as long as the
-        result (:meth:`ProbeResult.write` copies it). A leading ``~`` is a home folder (:func:`gradprobe.api.home_path`).
+        result (:meth:`ProbeResult.write` copies it). A leading ``~`` is a home folder
+        (:func:`gradprobe.api.home_path`).
     probe_batches : int
         N probe batches on disjoint prompts sharing one reference direction (``--probe-batches``).
     checkpoints : str, path or sequence, optional

@@ -247,8 +247,8 @@ class ForecastResult:
                 "notes": list(self.notes), "no_verdict_reason": self.no_verdict_reason,
                 "update": None if self.update is None else dict(self.update),
                 "model": "accuracy f(n_R) of grpo's reference curve at effective updates n_R = (T / c_R) rho_R; "
-                         "gain = f(n_R) - f(T / c_outcome) (DESIGN.md, 'Forecast'; ScaleRL sigmoid, Khatri et al. 2025, "
-                         "eq. 1)"}
+                         "gain = f(n_R) - f(T / c_outcome) (DESIGN.md, 'Forecast'; ScaleRL sigmoid, Khatri et al. "
+                         "2025, eq. 1)"}
 
 
 def _json_value(v):

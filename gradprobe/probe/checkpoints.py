@@ -85,9 +85,10 @@ def checkpoint_weights(paths) -> list[tuple[str, Path]]:
         else:
             kept = sorted((path / WEIGHTS_DIR).glob("update-*.safetensors"), key=_update_of)
             if not kept:
-                raise ValueError(f"--checkpoints: {item} has no model.safetensors and no {WEIGHTS_DIR}/update-*.safetensors; "
-                                 "train the reference run with [train] save_weights_at = [10, 20, 30] (updates) to keep "
-                                 "its weights, or name a checkpoint-UUUUUU folder")
+                raise ValueError(f"--checkpoints: {item} has no model.safetensors and no "
+                                 f"{WEIGHTS_DIR}/update-*.safetensors; train the reference run with [train] "
+                                 "save_weights_at = [10, 20, 30] (updates) to keep its weights, or name a "
+                                 "checkpoint-UUUUUU folder")
             out.extend((p.stem, p) for p in kept)
     seen, labels = set(), {"initial"}
     for i, (label, p) in enumerate(out):

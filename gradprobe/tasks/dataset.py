@@ -51,11 +51,11 @@ a callable
 
 Problem ids: ``"<kind>/<file stem or dataset/split>/<i>"`` with ``i`` the row's 0-based index in its
 source (``Problem.metadata["row"]``; a message about a malformed row names its line of a JSONL file,
-or its row of a hub split, counting from 1, so "line 5" is index 4). A row's own ``id`` value (a string or an integer) is kept as ``Problem.metadata["id"]``
-(``gradprobe rank-prompts`` writes it beside each prompt as ``data_id``; an id on several rows is warned about,
-naming them). A row's other scalar columns (numbers, text, booleans: a difficulty level, a step count) are kept in
-``Problem.metadata`` under their names, for ``gradprobe rank-prompts --metadata-keys`` (which refuses a value that is
-no number, naming it).
+or its row of a hub split, counting from 1, so "line 5" is index 4). A row's own ``id`` value (a string or an
+integer) is kept as ``Problem.metadata["id"]`` (``gradprobe rank-prompts`` writes it beside each prompt as
+``data_id``; an id on several rows is warned about, naming them). A row's other scalar columns (numbers, text,
+booleans: a difficulty level, a step count) are kept in ``Problem.metadata`` under their names, for ``gradprobe
+rank-prompts --metadata-keys`` (which refuses a value that is no number, naming it).
 
 Every column of a row other than the mapped ones (the prompt or question, answer and solution columns) reaches a
 TRL-style reward (:func:`gradprobe.rewards.sequence.sequence_reward`) as the keyword of its name, one value per
@@ -296,7 +296,8 @@ class DatasetTask(Task):
 
     # -- reading ---------------------------------------------------------------------------------
     def _resolve_mapping(self, columns: list[str], where: str) -> dict:
-        """The mapping with defaults filled in from the data's columns (:func:`~gradprobe.tasks.columns.resolve_mapping`)."""
+        """The mapping with defaults filled in from the data's columns
+        (:func:`~gradprobe.tasks.columns.resolve_mapping`)."""
         return resolve_mapping(self.mapping, columns, where)
 
     def _bad_row(self, where: str, line: int, problem: str) -> None:
@@ -531,8 +532,8 @@ class DatasetTask(Task):
             predicted = last_boxed(completion or "") or extract_answer(completion, boxed_fallback=False)
             if predicted is None:
                 return 0.0
-            return float(normalize_text(predicted) == normalize_text(problem.answer) or answers_match(predicted, problem.answer)
-                         or math_verify_match(problem.answer, predicted))
+            return float(normalize_text(predicted) == normalize_text(problem.answer)
+                         or answers_match(predicted, problem.answer) or math_verify_match(problem.answer, predicted))
         if self.verifier == "exact":
             predicted = extract_answer(completion, multiline="\n" in problem.answer.strip())
             return float(predicted is not None and " ".join(predicted.split()) == " ".join(problem.answer.split()))
