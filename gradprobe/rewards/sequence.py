@@ -26,6 +26,7 @@ import math
 import numbers
 import signal
 import threading
+import warnings
 
 import numpy as np
 import torch
@@ -77,6 +78,10 @@ def trl_columns(batch: RolloutBatch) -> dict[str, list]:
     return cols
 
 
+#: reward names told (once per process) that they get TRL's conversational shapes (:func:`trl_prompts_and_completions`)
+_TOLD_CONVERSATIONAL: set[str] = set()
+
+
 def _conversational(problem) -> bool:
     """Whether ``problem``'s prompt is TRL's conversational format: a list of messages, which the loaders mark as a
     :class:`~gradprobe.tasks.columns.PromptText` of ``prompt_format`` ``"conversational"`` (and which
@@ -95,7 +100,9 @@ def trl_prompts_and_completions(batch: RolloutBatch, name: str = "reward") -> tu
     that changes it changes neither the problem nor another row) and ``completions[n]`` is
     ``[{"role": "assistant", "content": text}]``, as TRL's ``GRPOTrainer._generate`` builds them for a
     conversational batch (``is_conversational`` of the first prompt, ``trl/data_utils.py``) and
-    ``_calculate_rewards`` passes them (TRL ``main`` at f2cd577, ``trl/trainer/grpo_trainer.py``).
+    ``_calculate_rewards`` passes them (TRL ``main`` at f2cd577, ``trl/trainer/grpo_trainer.py``). The first
+    conversational batch of each reward ``name`` warns once (``UserWarning``) that it gets these shapes: a reward
+    written for strings would read them wrongly without an error (``len(c)`` is 1 for every completion).
 
     Raises
     ------
@@ -117,6 +124,12 @@ def trl_prompts_and_completions(batch: RolloutBatch, name: str = "reward") -> tu
     rows = [batch.problems[n // g] for n in range(batch.num_rows)]
     if not any(chat):
         return [p.question for p in rows], list(batch.completions)
+    if name not in _TOLD_CONVERSATIONAL:  # once per reward and process: a reward written for strings fails or reads 1
+        _TOLD_CONVERSATIONAL.add(name)
+        warnings.warn(f"reward {name!r}: conversational data, so it gets TRL's conversational shapes: prompts[n] a "
+                      "list of {'role', 'content'} messages, completions[n] [{'role': 'assistant', 'content': text}] "
+                      "(read the text as completions[n][0]['content']); a reward written for strings reads them "
+                      "wrongly (len(c) is 1, c.startswith raises)", UserWarning, stacklevel=2)
     prompts = [copy.deepcopy(list(p.question.messages)) for p in rows]
     return prompts, [[{"role": "assistant", "content": text}] for text in batch.completions]
 

@@ -8,6 +8,7 @@ Plain data keeps strings; a batch mixing both shapes, which TRL's datasets canno
 import json
 import math
 import re
+import warnings
 
 import pytest
 import torch
@@ -139,3 +140,17 @@ def test_probe_passes_conversational_shapes_end_to_end(tmp_path):
                     **TINY)
     assert seen["prompts"] == [PLAIN[r]["prompt"] for r in seen["row"]]
     assert all(isinstance(c, str) for c in seen["completions"]) and len(seen["completions"]) == 4
+
+
+def test_the_first_conversational_batch_of_a_reward_warns_once_about_the_shapes(monkeypatch, tmp_path):
+    from gradprobe.rewards import sequence
+
+    monkeypatch.setattr(sequence, "_TOLD_CONVERSATIONAL", set())
+    batch = _batch(load_task(f"jsonl:{_file(tmp_path, CHAT, 'chat.jsonl')}").problems("train", 2, seed=3),
+                   ["a", "b", "c", "d"])
+    with pytest.warns(UserWarning, match=r"^reward 'lengths': conversational data, so it gets TRL's conversational "
+                                         r"shapes: .*\(len\(c\) is 1, c.startswith raises\)$"):
+        sequence.trl_prompts_and_completions(batch, "lengths")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once per reward
+        sequence.trl_prompts_and_completions(batch, "lengths")
