@@ -174,10 +174,9 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
         ``(name, Reward)`` pair (called ``reward(batch, ctx)``); none under another reward's registered name. All are
         probed in one alignment pass. ``outcome`` must be among them for a forecast (a gain vs grpo).
     out : path, optional
-        Output folder (``probe.json``, ``report.html``, ``alignment.safetensors``, ``tokens.jsonl``;
-        checked writable before any compute). Default: a temporary folder that lives as long as the
-        result (:meth:`ProbeResult.write` copies it). A leading ``~`` is a home folder
-        (:func:`gradprobe.api.home_path`).
+        Output folder (``probe.json``, ``report.html``, ``alignment.safetensors``, ``tokens.jsonl``; checked writable
+        before any compute; a leading ``~`` is a home folder, :func:`gradprobe.api.home_path`). Default: a temporary
+        folder that lives as long as the result (:meth:`ProbeResult.write` copies it).
     probe_batches : int
         N probe batches on disjoint prompts sharing one reference direction (``--probe-batches``).
     checkpoints : str, path or sequence, optional
