@@ -78,6 +78,17 @@ def test_study_empty_replicate_is_refused_by_name(home, tmp_path, capsys):
     assert "argument --replicate: is empty (' ')" in capsys.readouterr().err
 
 
+def test_study_empty_reuse_runs_is_refused_by_name(home, tmp_path, capsys):
+    plan, out = _plan_file(tmp_path), tmp_path / "s"
+    with pytest.raises(SystemExit) as e:  # "" meant "reuse nothing", silently
+        main(["study", str(plan), "--out", str(out), "--reuse-runs", ""])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "gradprobe study: error: argument --reuse-runs: is empty (''): give a finished study folder whose runs this "
+        "plan may reuse (an unset shell variable gives an empty value)")
+    assert not out.exists()
+
+
 def test_study_pilot_and_replicate_options_still_expand_tilde(home):
     from gradprobe.cli.args import CommandParser
     from gradprobe.cli.study import add_study_parser

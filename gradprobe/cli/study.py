@@ -66,7 +66,8 @@ def add_study_parser(subparsers) -> None:
     p.add_argument("--seed-offset", type=integer, default=None,
                    help="with --replicate: added to every seed and the held-out seed (default: the smallest "
                         "offset that gives fresh seeds)")
-    p.add_argument("--reuse-runs", action="append", default=[], metavar="DIR", type=home,
+    p.add_argument("--reuse-runs", action="append", default=[], metavar="DIR",
+                   type=in_path("a finished study folder whose runs this plan may reuse"),
                    help="copy the finished runs of the study folder DIR (repeatable) that this plan would train "
                         "identically instead of training them again. A run is reused only when its config.json "
                         "records the same resolved configuration, gradprobe/torch/transformers versions, task data "

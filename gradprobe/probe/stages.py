@@ -30,7 +30,7 @@ from ..ledger import Ledger
 from ..logprobs import memory_bounded_rows
 from ..memory import release_memory
 from ..rewards import RewardContext, get_reward
-from ..rewards.base import REWARDS, RewardFunctionError, _wrapped, checked_output
+from ..rewards.base import REWARDS, RewardFunctionError, user_function, checked_output
 from ..rewards.sequence import call_reward
 from ..rollout import collect_rollouts, make_sampler
 from ..streams import stream_sampler
@@ -290,7 +290,7 @@ def is_builtin_reward(name: str) -> bool:
     if registered is None:  # a plug-in's import path, an extra or Python reward under a name of its own
         return False
     try:
-        module = getattr(_wrapped(registered), "__module__", None)
+        module = getattr(user_function(registered), "__module__", None)
     except ValueError:  # wrappers that loop: no gradprobe reward's
         return False
     return isinstance(module, str) and (module == "gradprobe" or module.startswith("gradprobe."))

@@ -399,8 +399,9 @@ def check_distinct_rewards(rewards: list[tuple[str, Reward]]) -> None:
     for i, (second, fn) in enumerate(rewards):
         first = next((name for (name, _), key in zip(rewards[:i], keys) if key == keys[i]), None)
         if first is not None:
-            raise ValueError(f"rewards {first!r} and {second!r} are one reward ({reward_origin(_wrapped(fn))}): give "
-                             f"it once, under one name (e.g. {first!r} alone); two names would probe it as two rewards")
+            raise ValueError(f"rewards {first!r} and {second!r} are one reward "
+                             f"({reward_origin(user_function(fn))}): give it once, under one name (e.g. {first!r} "
+                             "alone); two names would probe it as two rewards")
 
 
 def _computes(fn) -> tuple:
@@ -413,8 +414,10 @@ def _computes(fn) -> tuple:
     return SameObject(fn), scales
 
 
-def _wrapped(fn):
-    """The user's function inside ``fn``'s reward wrappers (:func:`_unwrap`), or ``fn`` itself."""
+def user_function(fn):
+    """The user's function inside ``fn``'s reward wrappers (:func:`_unwrap`: a sequence reward's source, a
+    ``(function, scale)`` pair, a plug-in check), or ``fn`` itself: what a reward's identity, its messages and
+    :func:`gradprobe.probe.stages.is_builtin_reward` (whose module it is) read. Raises nothing."""
     return _unwrap(fn)[0]
 
 
@@ -468,7 +471,7 @@ def reward_origin(fn) -> str:
         return repr(fn)
     name = getattr(fn, "__name__", qualname) if "<locals>" in qualname else qualname
     try:
-        inner = _wrapped(fn)
+        inner = user_function(fn)
     except ValueError:  # wrappers that loop: named as they are (a message must not fail on the reward it names)
         inner = fn
     code = _defining_code(inner)

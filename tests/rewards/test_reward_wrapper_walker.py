@@ -1,5 +1,5 @@
-"""What the walker over reward wrappers (:mod:`gradprobe.rewards.base`: ``_wrapped``, ``_computes``, ``_where``,
-``reward_origin``) and the public functions built on it (``same_reward``, ``registered_elsewhere``,
+"""What the walker over reward wrappers (:mod:`gradprobe.rewards.base`: ``user_function``, ``_computes``,
+``_where``, ``reward_origin``) and the public functions built on it (``same_reward``, ``registered_elsewhere``,
 ``check_distinct_rewards``) make of each kind of wrapper.
 
 The walker follows gradprobe's own wrappers only: a sequence reward's ``sequence_source`` (with its scale) and a
@@ -16,8 +16,8 @@ import pytest
 from gradprobe.integrations.trl_tokens import counting
 from gradprobe.probe.run import ProbeConfig, rewards_to_probe
 from gradprobe.rewards import REWARDS, register_reward, sequence_reward
-from gradprobe.rewards.base import (ROLLOUT_ONLY, SameObject, _computes, _where, _wrapped, check_distinct_rewards,
-                                    registered_elsewhere, reward_origin, same_reward)
+from gradprobe.rewards.base import (ROLLOUT_ONLY, SameObject, _computes, _where, check_distinct_rewards,
+                                    registered_elsewhere, reward_origin, same_reward, user_function)
 from gradprobe.rewards.plugin import checked_native
 
 from plugin_helpers import source_module
@@ -76,14 +76,14 @@ def _one_reward(first, second, shown) -> str:
 
 
 def test_a_plain_function_and_a_builtin_are_themselves(m):
-    assert _wrapped(m.plain) is m.plain
+    assert user_function(m.plain) is m.plain
     assert _computes(m.plain) == (SameObject(m.plain), ())
     assert reward_origin(m.plain) == f"{MOD}.plain"
     assert _where(m.plain) == (MOD, "plain")
-    assert _wrapped(len) is len and _computes(len) == (SameObject(len), ())
+    assert user_function(len) is len and _computes(len) == (SameObject(len), ())
     assert reward_origin(len) == "builtins.len" and _where(len) == ("builtins", "len")
     append = [].append  # a builtin's bound method: no module, not an inspect method
-    assert _wrapped(append) is append and _computes(append) == (SameObject(append), ())
+    assert user_function(append) is append and _computes(append) == (SameObject(append), ())
     assert reward_origin(append) == repr(append) and _where(append) == (None, "list.append")
     assert same_reward(len, len) and not same_reward(len, abs)
     with pytest.raises(ValueError) as e:
@@ -94,7 +94,7 @@ def test_a_plain_function_and_a_builtin_are_themselves(m):
 def test_a_partial_of_a_partial_is_the_partial_itself(m):
     p = functools.partial(functools.partial(m.plain, ["q"]), ["c"])
     assert p.func is m.plain  # functools flattens it; the walker does not follow .func either way
-    assert _wrapped(p) is p and _computes(p) == (SameObject(p), ())
+    assert user_function(p) is p and _computes(p) == (SameObject(p), ())
     assert reward_origin(p) == repr(p)
     assert _where(p) == ("functools", SameObject(p))
     q = functools.partial(m.plain, ["q"], ["c"])
@@ -104,14 +104,14 @@ def test_a_partial_of_a_partial_is_the_partial_itself(m):
         check_distinct_rewards([("p", p), ("again", p)])
     assert str(e.value) == _one_reward("p", "again", repr(p))
     wrapped = sequence_reward(p, name="pp")
-    assert _wrapped(wrapped) is p and _computes(wrapped) == (SameObject(p), ("group",))
+    assert user_function(wrapped) is p and _computes(wrapped) == (SameObject(p), ("group",))
     assert reward_origin(wrapped) == "gradprobe.rewards.sequence.sequence_reward_pp"
     assert _where(wrapped) == ("sequence_reward", "group", "functools", SameObject(p))
 
 
 def test_a_functools_wraps_chain_is_not_unwrapped(m):
     for fn in (m.wrapped_plain, m.wrapped_twice):
-        assert fn.__wrapped__ is not None and _wrapped(fn) is fn
+        assert fn.__wrapped__ is not None and user_function(fn) is fn
         assert _computes(fn) == (SameObject(fn), ())
         assert reward_origin(fn) == f"{MOD}.plain" and _where(fn) == (MOD, "plain")
         assert same_reward(fn, m.plain)  # where it is defined: wraps copies the module and qualified name
@@ -122,13 +122,13 @@ def test_a_functools_wraps_chain_is_not_unwrapped(m):
 
 def test_lambdas_on_one_line_are_one_place_but_two_objects(m):
     for lam in (m.one, m.two):
-        assert _wrapped(lam) is lam and _computes(lam) == (SameObject(lam), ())
+        assert user_function(lam) is lam and _computes(lam) == (SameObject(lam), ())
         assert reward_origin(lam) == f"{MOD}.<lambda> (a lambda at line 8 of {m.__file__})"
         assert _where(lam) == (MOD, "<lambda>", 8)
     assert same_reward(m.one, m.two)
     check_distinct_rewards([("one", m.one), ("two", m.two)])
     wrapped = sequence_reward(m.one)
-    assert _wrapped(wrapped) is m.one and _computes(wrapped) == (SameObject(m.one), ("group",))
+    assert user_function(wrapped) is m.one and _computes(wrapped) == (SameObject(m.one), ("group",))
     assert reward_origin(wrapped) == ("gradprobe.rewards.sequence.sequence_reward_<lambda> (a lambda at line 8 of "
                                       f"{m.__file__})")
     assert _where(wrapped) == ("sequence_reward", "group", MOD, "<lambda>", 8)
@@ -138,7 +138,7 @@ def test_lambdas_on_one_line_are_one_place_but_two_objects(m):
 
 def test_bound_methods_and_callable_objects(m):
     s, t = m.Scorer(), m.Scorer()
-    assert s.score is not s.score and _wrapped(s.score) == s.score
+    assert s.score is not s.score and user_function(s.score) == s.score
     assert _computes(s.score) == (SameObject(s), SameObject(m.Scorer.score), ())
     assert _computes(s.score) == _computes(s.score) != _computes(t.score)
     assert reward_origin(s.score) == f"{MOD}.Scorer.score" and _where(s.score) == (MOD, "Scorer.score")
@@ -147,7 +147,7 @@ def test_bound_methods_and_callable_objects(m):
     with pytest.raises(ValueError) as e:
         check_distinct_rewards([("a", sequence_reward(s.score)), ("b", sequence_reward(s.score))])
     assert str(e.value) == _one_reward("a", "b", f"{MOD}.Scorer.score")
-    assert _wrapped(s) is s and _computes(s) == (SameObject(s), ())
+    assert user_function(s) is s and _computes(s) == (SameObject(s), ())
     assert reward_origin(s) == repr(s) and _where(s) == (MOD, SameObject(s))
     assert not same_reward(s, t)
     with pytest.raises(ValueError) as e:
@@ -157,12 +157,12 @@ def test_bound_methods_and_callable_objects(m):
 
 def test_gradprobe_wrappers_are_walked_to_the_function_inside(m):
     deep = sequence_reward(sequence_reward(m.plain), scale="batch")
-    assert _wrapped(deep) is m.plain and _computes(deep) == (SameObject(m.plain), ("batch", "group"))
+    assert user_function(deep) is m.plain and _computes(deep) == (SameObject(m.plain), ("batch", "group"))
     assert _where(deep) == ("sequence_reward", "batch", "sequence_reward", "group", MOD, "plain")
     assert reward_origin(deep) == "gradprobe.rewards.sequence.sequence_reward_sequence_reward_plain"
     native = checked_native(m.native, "n")
     assert native.__wrapped__ is m.native and native.native_source is m.native
-    assert _wrapped(native) is m.native and _computes(native) == (SameObject(m.native), ())
+    assert user_function(native) is m.native and _computes(native) == (SameObject(m.native), ())
     assert reward_origin(native) == f"{MOD}.native" and _where(native) == (MOD, "native")
     assert same_reward(native, m.native) and same_reward(checked_native(native, "nn"), m.native)
     with pytest.raises(ValueError) as e:
@@ -171,10 +171,11 @@ def test_gradprobe_wrappers_are_walked_to_the_function_inside(m):
     inner = sequence_reward(m.one)
     checked = checked_native(inner, "c")  # functools.wraps copies sequence_source onto the check
     assert checked.sequence_source == (m.one, "group") and checked.native_source is inner
-    assert _wrapped(checked) is m.one and _computes(checked) == _computes(inner)
+    assert user_function(checked) is m.one and _computes(checked) == _computes(inner)
     assert reward_origin(checked) == reward_origin(inner) and _where(checked) == _where(inner)
     counted = counting(inner, m.one)
-    assert _wrapped(counted) is m.one and _computes(counted) == _computes(inner) and _where(counted) == _where(inner)
+    assert user_function(counted) is m.one and _computes(counted) == _computes(inner)
+    assert _where(counted) == _where(inner)
     assert reward_origin(counted) == ("gradprobe.integrations.trl_tokens.sequence_reward_<lambda> (a lambda at line "
                                       f"8 of {m.__file__})")
     with pytest.raises(ValueError) as e:
@@ -191,17 +192,17 @@ class _Layer:
 
 def test_a_wrapper_naming_itself_is_a_reward_of_its_own(m):
     m.plain.__wrapped__ = m.plain  # a __wrapped__ loop: not followed
-    assert _wrapped(m.plain) is m.plain and _where(m.plain) == (MOD, "plain")
+    assert user_function(m.plain) is m.plain and _where(m.plain) == (MOD, "plain")
     for attr in ("sequence_source", "native_source"):
         layer = _Layer()
         setattr(layer, attr, (layer, "group") if attr == "sequence_source" else layer)
-        assert _wrapped(layer) is layer and _computes(layer) == (SameObject(layer), ())
+        assert user_function(layer) is layer and _computes(layer) == (SameObject(layer), ())
         assert reward_origin(layer) == repr(layer) and _where(layer) == (__name__, SameObject(layer))
         assert same_reward(layer, layer) and registered_elsewhere("zz_walker_unregistered", layer) is None
     odd = _Layer()
     odd.sequence_source = (m.plain,)  # not a (function, scale) pair: not a sequence reward's
     odd.native_source = m.native
-    assert _wrapped(odd) is m.native and _computes(odd) == (SameObject(m.native), ())
+    assert user_function(odd) is m.native and _computes(odd) == (SameObject(m.native), ())
     assert _where(odd) == (MOD, "native")
 
 
@@ -238,12 +239,12 @@ def test_reward_origin_shows_the_lambda_inside_every_sequence_wrapper(m):
 
 def test_the_message_names_what_the_identity_walks_to(m):
     """A sequence_source naming its own holder is passed over for its native_source by the identity (_computes,
-    _where); the message's function (_wrapped) stopped at the holder."""
+    _where); the message's function (user_function) stopped at the holder."""
     layer = _Layer()
     layer.sequence_source = (layer, "group")
     layer.native_source = m.native
     assert _computes(layer) == (SameObject(m.native), ()) and _where(layer) == (MOD, "native")
-    assert _wrapped(layer) is m.native
+    assert user_function(layer) is m.native
     with pytest.raises(ValueError) as e:
         check_distinct_rewards([("native", m.native), ("layer", layer)])
     assert str(e.value) == _one_reward("native", "layer", f"{MOD}.native")
@@ -284,7 +285,7 @@ def test_an_object_that_makes_attributes_when_asked_is_refused_at_once():
     spec = mock.Mock(spec=["__call__"])
     try:
         assert register_reward("zz_walker_spec")(spec) is spec
-        assert _wrapped(spec) is spec
+        assert user_function(spec) is spec
     finally:
         REWARDS.pop("zz_walker_spec", None)
         ROLLOUT_ONLY.discard("zz_walker_spec")
