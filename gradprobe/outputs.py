@@ -35,12 +35,12 @@ from pathlib import Path
 from . import __version__
 
 
-__all__ = ["is_json_number", "json_number_float", "json_number_text", "json_short", "first_repeated_key", "beyond_float", "OutputDirError",
-           "output_error", "error_text", "as_made", "removed_if_left_empty", "api_out", "refuse_file_in_the_way",
-           "dangling_link", "link_loop", "refuse_link_loop", "shell_word", "refuse_looping_file", "open_temporary",
-           "prepare_output_dir", "write_bytes_atomic", "write_text_atomic", "write_json_atomic", "json_safe",
-           "json_float", "versions", "PER_UPDATE_FIELDS", "per_update_problem", "read_probe_json", "naming_out",
-           "out_option"]
+__all__ = ["is_json_number", "json_number_float", "json_number_text", "json_short", "first_repeated_key",
+           "beyond_float", "OutputDirError", "output_error", "error_text", "as_made", "removed_if_left_empty",
+           "home_path", "api_out", "refuse_file_in_the_way", "dangling_link", "link_loop", "refuse_link_loop",
+           "shell_word", "refuse_looping_file", "open_temporary", "prepare_output_dir", "write_bytes_atomic",
+           "write_text_atomic", "write_json_atomic", "json_safe", "json_float", "versions", "PER_UPDATE_FIELDS",
+           "per_update_problem", "read_probe_json", "naming_out", "out_option"]
 
 #: distributions recorded by :func:`versions` (besides gradprobe and python), distribution name -> key
 VERSIONED = {"torch": "torch", "transformers": "transformers", "reasoning-gym": "reasoning_gym"}
@@ -269,9 +269,19 @@ def naming_out(name: str):
         _OUT_OPTION.reset(token)
 
 
+def home_path(path) -> Path:
+    """``path`` (a str or ``os.PathLike``) as a Path with a leading ``~`` or ``~user`` expanded to that home folder
+    (:func:`os.path.expanduser`), as a shell, pandas' ``to_csv``, the commands' path options
+    (:func:`gradprobe.cli.args.home`) and gradprobe's model specs expand it: a path given to the Python API names what
+    the same path names on the command line (pathlib alone would make a folder literally named ``~``). A ``~name`` no
+    user of this system has stays as it is, a folder of that name, as a shell leaves it. Raises nothing."""
+    return Path(os.path.expanduser(path))
+
+
 def api_out(out, name: str = "out") -> Path:
-    """The output folder ``out`` given to a Python API call, as a Path, refused as ``--out`` is on the command line
-    (:func:`gradprobe.cli.args.out_path`): an empty or blank string would mean the current folder.
+    """The output folder ``out`` given to a Python API call, as a Path with a leading ``~`` expanded
+    (:func:`home_path`), refused as ``--out`` is on the command line (:func:`gradprobe.cli.args.out_path`): an empty
+    or blank string would mean the current folder.
 
     Raises
     ------
@@ -284,7 +294,7 @@ def api_out(out, name: str = "out") -> Path:
         raise TypeError(f"{name} must be a path (str or os.PathLike), got {out!r} ({type(out).__name__})")
     if isinstance(out, str) and not out.strip():
         raise ValueError(f"{name} is empty ({out!r}): give a path ({name}='.' is the current folder)")
-    return Path(out)
+    return home_path(out)
 
 
 def refuse_file_in_the_way(out: Path) -> None:

@@ -25,11 +25,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..layout import PROBE_JSON, rerun_advice
-from ..outputs import api_out, naming_out, read_probe_json
+from ..outputs import api_out, home_path, naming_out, read_probe_json
 from ..probe_settings import DEFAULT_TASK, MAX_SEED, ProbeConfig, check_forecaster
 from ..tasks import Task, not_a_task_spec
 from ..training.coerce import echo_value
-from . import home_path
 from .probe_result import ProbeFileError, ProbeResult, load_probe
 
 __all__ = ["ProbeResult", "probe", "load_probe", "ProbeFileError"]
@@ -111,7 +110,7 @@ def _reference_curve(value) -> tuple[object, str | None]:
         raise ValueError(f"reference_curve is empty ({spec!r}): give a path or 'default' (the shipped tiny-tier "
                          "curve), or leave it None for the model's shipped curve (if any)")
     if str(spec).startswith("~"):  # the home folder, as on the command line; recorded as read: expanded
-        spec = str(home_path(Path(spec)))
+        spec = str(home_path(spec))
     return load_reference_curve(spec), str(spec)
 
 
@@ -175,7 +174,7 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
         probed in one alignment pass. ``outcome`` must be among them for a forecast (a gain vs grpo).
     out : path, optional
         Output folder (``probe.json``, ``report.html``, ``alignment.safetensors``, ``tokens.jsonl``; checked writable
-        before any compute; a leading ``~`` is a home folder, :func:`gradprobe.api.home_path`). Default: a temporary
+        before any compute; a leading ``~`` is a home folder, :func:`gradprobe.outputs.home_path`). Default: a temporary
         folder that lives as long as the result (:meth:`ProbeResult.write` copies it).
     probe_batches : int
         N probe batches on disjoint prompts sharing one reference direction (``--probe-batches``).
@@ -221,7 +220,7 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
     gradprobe.forecast.curves.CurveError
         ``reference_curve`` names nothing readable (before any compute; a ValueError).
     """
-    out = None if out is None else home_path(api_out(out))  # '' refused (the current folder); ~ expanded
+    out = None if out is None else api_out(out)  # '' refused (the current folder); ~ expanded
     check_forecaster(forecaster)
     config, extra = _config_and_rewards(model, task, rewards, settings)  # refuses bad settings before compute
     curve, curve_spec = _reference_curve(reference_curve)

@@ -27,7 +27,6 @@ from ..outputs import (PER_UPDATE_FIELDS, OutputDirError, api_out, is_json_numbe
                        naming_out, per_update_problem, prepare_output_dir, read_probe_json, refuse_file_in_the_way,
                        shell_word)
 from ..tables import holds_surrogate, shown, surrogates_escaped
-from . import home_path
 
 __all__ = ["ProbeResult", "load_probe", "ProbeFileError"]
 
@@ -537,7 +536,7 @@ class ProbeResult:
         complete, and put back if it fails (a folder this call created is then removed again). Each file is copied to
         a temporary name then renamed, ``probe.json`` last, so an interrupted copy leaves no half-written file under a
         final name. Writing a probe into its own folder writes nothing. Returns ``dir`` as a Path, a leading ``~`` or
-        ``~user`` expanded to that home folder as a shell expands it (:func:`gradprobe.api.home_path`).
+        ``~user`` expanded to that home folder as a shell expands it (:func:`gradprobe.outputs.home_path`).
 
         Raises
         ------
@@ -572,7 +571,7 @@ class ProbeResult:
         # torch-bound: deferred (module docstring)
         from ..probe.output import _other_output, claim_probe_file, replacing_earlier_probe
 
-        out = home_path(api_out(dir, "dir"))  # a leading ~ is the home folder, as on the command line
+        out = api_out(dir, "dir")  # a leading ~ is the home folder, as on the command line
         refuse_file_in_the_way(out)  # a file, a broken link or a symlink loop (which Path.resolve raises on) in the way
         other = _other_output(out, "dir")
         if other is not None:
@@ -799,7 +798,7 @@ def load_probe(dir: str | Path) -> ProbeResult:
     dir : path
         The folder, or its ``probe.json``. A path that does not exist and has no suffix is taken
         as a folder. A leading ``~`` or ``~user`` is that home folder, as in a shell
-        (:func:`gradprobe.api.home_path`).
+        (:func:`gradprobe.outputs.home_path`).
 
     Returns
     -------
@@ -839,7 +838,7 @@ def load_probe(dir: str | Path) -> ProbeResult:
     TypeError
         ``dir`` is not a path (str or os.PathLike).
     """
-    file = _probe_file(home_path(api_out(dir, "dir")))  # a leading ~ is the home folder
+    file = _probe_file(api_out(dir, "dir"))  # a leading ~ is the home folder
     raw = _read_probe(file)
     check_costs(raw, file)
     check_fields(raw, file)

@@ -16,7 +16,6 @@ from pathlib import Path
 from ..difficulty.rank import RankSettings, rank_prompts as rank
 from ..outputs import api_out, naming_out
 from ..training.run_folder import model_weights_identity
-from . import home_path
 from .probe import refuse_loaded_objects
 
 
@@ -43,7 +42,7 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
         N, pool prompts (>= 1).
     out : path, optional
         Also write ``ranking.csv`` and ``rank.json`` there (default: nothing is written). A leading ``~`` or
-        ``~user`` is that home folder, as in a shell (:func:`gradprobe.api.home_path`).
+        ``~user`` is that home folder, as in a shell (:func:`gradprobe.outputs.home_path`).
     **options
         The fields of :class:`gradprobe.difficulty.rank.RankSettings` (the command's flags by their
         Python names), with their defaults: ``probe_samples`` (k, 4), ``fit_prompts`` (64),
@@ -85,7 +84,7 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
     """
     settings = RankSettings.from_options(_progress_option(options))  # refuses bad options before any compute
     refuse_loaded_objects(model, task, strict=True)  # a Policy, Task or number: the argument and the fix named
-    out = None if out is None else home_path(api_out(out))  # '' (the current folder) refused; ~ expanded
+    out = None if out is None else api_out(out)  # '' (the current folder) refused; ~ expanded
     with naming_out("out"):  # its output fixes say "choose another out", the argument (a block, not a decorator:
         # the deprecation warning above points at the caller's line, stacklevel=3)
         return rank(model, task, pool, out=out, settings=settings, model_identity=model_weights_identity)

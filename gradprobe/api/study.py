@@ -29,9 +29,8 @@ from ..training.budget import named_as_arguments, reach_warned_once
 from ..training.coerce import echo_value
 from ..training.plan import Plan, PlanError, RunConfig, load_plan, run_in_folder, shorten_budget
 from ..training.run_folder import refuse_other_output
-from . import home_path
 from .probe import PROBE_JSON, load_probe
-from ..outputs import api_out, naming_out, removed_if_left_empty, shell_word
+from ..outputs import api_out, home_path, naming_out, removed_if_left_empty, shell_word
 
 
 __all__ = ["Study", "StudyResult", "StudyAnalysis", "RunResult", "load_study", "train"]
@@ -156,7 +155,7 @@ class StudyResult:
 
 def load_study(dir: str | Path) -> StudyResult:
     """Read a study folder (``gradprobe study PLAN --out DIR``, or a shipped one under ``data/``); a leading ``~`` or
-    ``~user`` in ``dir`` is that home folder, as in a shell (:func:`gradprobe.api.home_path`).
+    ``~user`` in ``dir`` is that home folder, as in a shell (:func:`gradprobe.outputs.home_path`).
 
     A frozen plan whose token budget is out of reach of its updates (frozen before such plans were refused) is read as
     it was run, with one :class:`~gradprobe.training.budget.OutOfReachWarning` at the caller's line, however often the
@@ -188,7 +187,7 @@ def load_study(dir: str | Path) -> StudyResult:
     from ..study.folder import check_frozen_plan
     from ..study.reading import AnalysisError, load_runs
 
-    folder = home_path(api_out(dir, "dir"))  # a leading ~ is the home folder, as on the command line
+    folder = api_out(dir, "dir")  # a leading ~ is the home folder, as on the command line
     if folder.is_file():  # a file of the study (study.json, runs.csv) given for its folder
         up = folder.parent
         parent = f" (its folder, {str(up)!r}, is one)" if (up / "plan.toml").is_file() else ""
@@ -261,7 +260,7 @@ def _study_probe(folder: Path):
 def _plan_path(plan) -> Path:
     """The file of a plan given as a path or a :class:`~gradprobe.training.plan.Plan` (unchanged since loaded)."""
     if isinstance(plan, (str, Path)):
-        return home_path(Path(plan))  # a leading ~ is the home folder, as on the command line
+        return home_path(plan)  # a leading ~ is the home folder, as on the command line
     path, sha = getattr(plan, "path", None), getattr(plan, "sha256", None)
     if path is None or sha is None:
         raise TypeError(f"plan must be a path or a gradprobe.load_plan(...) result, got {type(plan).__name__}")
@@ -287,7 +286,7 @@ class Study:
         The plan TOML, or :func:`gradprobe.load_plan`'s result (its file is frozen into ``out``).
     out : path
         The study folder; an interrupted study resumes there (finished runs are never redone). A leading ``~`` or
-        ``~user`` (in ``plan`` too) is that home folder, as in a shell (:func:`gradprobe.api.home_path`).
+        ``~user`` (in ``plan`` too) is that home folder, as in a shell (:func:`gradprobe.outputs.home_path`).
 
     Raises
     ------
@@ -300,7 +299,7 @@ class Study:
     """
 
     def __init__(self, plan, out: str | Path):
-        self.out = home_path(api_out(out))  # '' (the current folder) refused as `--out ''` is; ~ expanded
+        self.out = api_out(out)  # '' (the current folder) refused as `--out ''` is; ~ expanded
         self.plan_path = _plan_path(plan)
 
     def __repr__(self) -> str:
@@ -515,7 +514,7 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
         A resolved run (``plan.arm(name, seed)``), or a plan (object or TOML path) with ``arm``.
     out : path
         The run folder. A leading ``~`` or ``~user`` (in a plan's path too) is that home folder, as in a shell
-        (:func:`gradprobe.api.home_path`).
+        (:func:`gradprobe.outputs.home_path`).
     arm : str, optional
         The plan's arm (required when ``run`` is a plan).
     seed : int
@@ -563,7 +562,7 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
     from ..study.folder import hold_run_folder
     from ..training.run import run_training
 
-    out = home_path(api_out(out))  # '' (the current folder) refused as `--out ''` is; ~ expanded
+    out = api_out(out)  # '' (the current folder) refused as `--out ''` is; ~ expanded
     if not isinstance(run, (RunConfig, Plan, str, os.PathLike)):
         raise TypeError(f"run must be a RunConfig (plan.arm(name, seed)), a Plan (gradprobe.load_plan(PATH)) or the "
                         f"path of a plan TOML file, got {run!r} ({type(run).__name__})")

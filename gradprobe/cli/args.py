@@ -118,7 +118,7 @@ def token_count(text: str) -> int:
 def out_path(text: str) -> str:
     """An argparse ``type`` for ``--out``: ``text`` with a leading ``~`` or ``~user`` expanded to that home folder
     (:func:`os.path.expanduser`: a shell leaves the ``~`` of ``--out=~/x`` as it is, and the Python API expands it,
-    :func:`gradprobe.api.home_path`), refused when it is empty or only spaces.
+    :func:`gradprobe.outputs.home_path`), refused when it is empty or only spaces.
 
     An empty ``--out`` (often an unset shell variable, ``--out "$OUT"``) would mean the current folder to
     ``pathlib`` and ``/`` to a path joined as ``f"{out}/file"``: output would land where nobody asked.
@@ -131,7 +131,7 @@ def out_path(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError(f"is empty ({text!r}): give a path (an unset shell variable, --out "
                                          "\"$OUT\", gives an empty one; --out . is the current folder)")
-    return os.path.expanduser(text)
+    return home(text)
 
 
 def in_path(what: str):
@@ -165,7 +165,7 @@ def in_path(what: str):
 def home(text: str) -> str:
     """An argparse ``type`` for a path option: ``text`` with a leading ``~`` or ``~user`` expanded to that home folder
     (:func:`os.path.expanduser`; unchanged for a user not known here), as the shell does for ``--opt ~/x`` but not for
-    ``--opt=~/x``, and as the Python API does (:func:`gradprobe.api.home_path`). Raises nothing."""
+    ``--opt=~/x``, and as the Python API does (:func:`gradprobe.outputs.home_path`). Raises nothing."""
     return os.path.expanduser(text)
 
 

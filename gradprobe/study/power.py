@@ -114,7 +114,7 @@ def detectable_effects(arms: dict, *, axis: str = "generated_tokens", control: s
 def resolve_pilot(plan, pilot=None) -> Path:
     """The pilot folder: ``pilot`` or the plan's ``[power] pilot``, relative to the plan's folder
     first, then the working directory; a leading ``~`` or ``~user`` is that home folder (as every path of a plan,
-    option or API call: :func:`gradprobe.api.home_path`); checked to be a finished study. Raises PowerError."""
+    option or API call: :func:`gradprobe.outputs.home_path`); checked to be a finished study. Raises PowerError."""
     if plan.power is None:
         raise PowerError(f"plan {plan.path} has no [power] section; add e.g.\n[power]\nmin_effect = 1.5   # points\n"
                          f'pilot = "data/study_tiny"   # a finished study whose variance to use')

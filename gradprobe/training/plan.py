@@ -49,7 +49,7 @@ from pathlib import Path
 
 from ..config import MCConfig, SamplingConfig
 from ..layout import CONFIG_JSON
-from ..outputs import as_made
+from ..outputs import as_made, home_path
 from .budget import check_budget, reach_silenced, shorten_budget
 from .coerce import build_section, check_keys, check_positive, coerce, echo_value
 from .plan_checks import (check_arm_name, check_data_seed, check_eval, check_guided_task, check_heldout_size,
@@ -284,7 +284,7 @@ def load_plan(path: str | Path, *, check_schedule: bool = True, check_reach: boo
     if not isinstance(path, (str, os.PathLike)):  # worded as gradprobe.outputs.api_out's check of a path
         raise TypeError(f"path must be a path (str or os.PathLike) of a plan TOML file, got {echo_value(path)} "
                         f"({type(path).__name__})")
-    p = Path(os.path.expanduser(path))  # a leading ~ or ~user is that home folder, as in a shell (and pandas)
+    p = home_path(path)  # a leading ~ or ~user is that home folder, as in a shell (and pandas)
     try:
         raw = p.read_bytes()
     except OSError as e:
